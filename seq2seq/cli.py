@@ -1,0 +1,214 @@
+"""Command line: ``seq2seq train | translate | evaluate``.
+
+Every error a user can cause (files, columns, options, checkpoints) is printed as one line,
+``seq2seq: error: ...``, with exit status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from seq2seq.attention import ATTENTION_NAMES
+from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict, load_config_file
+from seq2seq.errors import Seq2SeqError
+
+# CLI flag -> (config section, field); flags left unset keep the config file's value or the default.
+OVERRIDES = {
+    "attention": ("model", "attention"), "embed_size": ("model", "embed_size"),
+    "encoder_hidden": ("model", "encoder_hidden"), "decoder_hidden": ("model", "decoder_hidden"),
+    "layers": ("model", "num_layers"), "dropout": ("model", "dropout"),
+    "input_feeding": ("model", "input_feeding"), "tie_embeddings": ("model", "tie_embeddings"),
+    "epochs": ("train", "epochs"), "max_minutes": ("train", "max_minutes"), "device": ("train", "device"),
+    "seed": ("train", "seed"), "batch_tokens": ("train", "batch_tokens"), "learning_rate": ("train", "learning_rate"),
+    "schedule": ("train", "schedule"), "label_smoothing": ("train", "label_smoothing"),
+    "teacher_forcing": ("train", "teacher_forcing"), "patience": ("train", "patience"),
+    "vocab_size": ("tokenizer", "vocab_size"), "separate_vocab": ("tokenizer", "joint"),
+}
+
+
+def add_train_parser(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("train", help="train a translator (default data: the embedded corpus)")
+    p.add_argument("--train", help="training pairs: .tsv/.csv (header), .jsonl, or a plain-text source file")
+    p.add_argument("--dev", help="development pairs for validation (same formats)")
+    p.add_argument("--train-target", help="plain-text target file aligned with --train")
+    p.add_argument("--dev-target", help="plain-text target file aligned with --dev")
+    p.add_argument("--source-column", help="source column or key (default: source, or problem)")
+    p.add_argument("--target-column", help="target column or key (default: target, or action)")
+    p.add_argument("--output-dir", required=True, help="where best.pt, last.pt and metrics.jsonl go")
+    p.add_argument("--config", help="JSON file with sections model, train, tokenizer")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in OUTPUT_DIR/last.pt")
+    p.add_argument("--attention", choices=ATTENTION_NAMES)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--max-minutes", type=float, help="stop (and save) after this much wall-clock time")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--seed", type=int)
+    p.add_argument("--batch-tokens", type=int)
+    p.add_argument("--learning-rate", type=float)
+    p.add_argument("--schedule", choices=("plateau", "warmup"))
+    p.add_argument("--label-smoothing", type=float)
+    p.add_argument("--teacher-forcing", type=float, help="probability of feeding the gold token (1 = always)")
+    p.add_argument("--patience", type=int, help="validations without improvement before stopping")
+    p.add_argument("--embed-size", type=int)
+    p.add_argument("--encoder-hidden", type=int, help="per direction")
+    p.add_argument("--decoder-hidden", type=int)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--dropout", type=float)
+    p.add_argument("--no-input-feeding", dest="input_feeding", action="store_const", const=False)
+    p.add_argument("--tie-embeddings", action="store_const", const=True)
+    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--separate-vocab", action="store_const", const=False, help="one vocabulary per side")
+
+
+def add_search_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a checkpoint written by seq2seq train (best.pt)")
+    p.add_argument("--beam-size", type=int, default=1, help="1 = greedy (default)")
+    p.add_argument("--length-penalty", type=float, default=SearchConfig.length_penalty)
+    p.add_argument("--max-length-ratio", type=float, default=SearchConfig.max_length_ratio)
+    p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="seq2seq", description="Maintenance alerts -> repair recommendations.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_train_parser(commands)
+    p = commands.add_parser("translate", help="alerts on stdin, one per line -> recommendations on stdout")
+    add_search_arguments(p)
+    p.add_argument("--n-best", type=int, default=1, help="N tab-separated 'recommendation<TAB>score' pairs")
+    p = commands.add_parser("evaluate", help="BLEU, chrF and TER (sacrebleu) of a model on a parallel file")
+    add_search_arguments(p)
+    p.add_argument("--data", required=True)
+    p.add_argument("--data-target", help="plain-text target file aligned with --data")
+    p.add_argument("--source-column")
+    p.add_argument("--target-column")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--hypotheses", help="also write the translations to this file")
+    return parser
+
+
+def configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, TokenizerConfig]:
+    sections: dict[str, dict[str, Any]] = {"model": {}, "train": {}, "tokenizer": {}}
+    if args.config:
+        for name, values in load_config_file(args.config).items():
+            if name in sections:
+                sections[name].update(values)
+    for flag, (section, key) in OVERRIDES.items():
+        if getattr(args, flag) is not None:
+            sections[section][key] = getattr(args, flag)
+    where = args.config or "options"
+    return (from_dict(ModelConfig, sections["model"], f"{where}: model"),
+            from_dict(TrainConfig, sections["train"], f"{where}: train"),
+            from_dict(TokenizerConfig, sections["tokenizer"], f"{where}: tokenizer"))
+
+
+def read_corpus(path: str, target: str | None, args: argparse.Namespace):
+    from seq2seq.data import read_parallel
+
+    corpus = read_parallel(path, args.source_column, args.target_column, target)
+    if corpus.skipped:
+        print(f"warning: {corpus.summary()}", file=sys.stderr)
+    return corpus
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from seq2seq.data import EMBEDDED_DATA
+    from seq2seq.train import build_trainer
+
+    model_config, train_config, tokenizer_config = configs(args)
+    train = read_corpus(args.train or str(EMBEDDED_DATA / "train.tsv"), args.train_target, args)
+    dev = read_corpus(args.dev or str(EMBEDDED_DATA / "dev.tsv"), args.dev_target, args)
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    trainer = build_trainer(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
+                            args.resume, log)
+    log(f"{args.train or 'embedded corpus'}: {trainer.train_set.summary()}")
+    log(f"training {trainer.model.config.attention} ({sum(p.numel() for p in trainer.model.parameters()):,} "
+        f"parameters) on {len(trainer.train_set)} pairs, validating on {len(dev.examples)}, device {trainer.device}")
+    result = trainer.fit()
+    print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
+    return 0
+
+
+def search_config(args: argparse.Namespace, n_best: int = 1) -> SearchConfig:
+    return SearchConfig(beam_size=args.beam_size, n_best=n_best, length_penalty=args.length_penalty,
+                        max_length_ratio=args.max_length_ratio)
+
+
+def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str | None]]]:
+    """(line number, text or None when not UTF-8) in chunks; one line at a time from a terminal."""
+    size = 1 if stream.isatty() else size
+    chunk: list[tuple[int, str | None]] = []
+    for number, raw in enumerate(stream.buffer, start=1):
+        try:
+            chunk.append((number, raw.decode("utf-8").rstrip("\r\n")))
+        except UnicodeDecodeError as err:
+            print(f"warning: stdin: line {number}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column "
+                  f"{err.start + 1}); empty recommendation written", file=sys.stderr)
+            chunk.append((number, None))
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    from seq2seq.recommender import Recommender
+
+    config = search_config(args, args.n_best)
+    from seq2seq.search import check_search_config
+
+    check_search_config(config)
+    recommender = Recommender.from_checkpoint(args.model, args.device)
+    for chunk in input_chunks(sys.stdin, args.batch_size):
+        results = recommender.recommend([text or "" for _, text in chunk], config, args.batch_size)
+        for (number, text), result in zip(chunk, results, strict=True):
+            if result.warning and text and text.strip():
+                print(f"warning: stdin: line {number}: {result.warning}", file=sys.stderr)
+            if args.n_best == 1:
+                print(result.text)
+            else:
+                print("\t".join(f"{c.text}\t{c.score:.4f}" for c in result.candidates))
+        sys.stdout.flush()
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from seq2seq.evaluate import evaluate_corpus
+    from seq2seq.recommender import Recommender
+
+    config = search_config(args)
+    corpus = read_corpus(args.data, args.data_target, args)
+    recommender = Recommender.from_checkpoint(args.model, args.device)
+    scores, recommendations = evaluate_corpus(recommender, corpus, config, args.batch_size)
+    truncated = sum(1 for r in recommendations if r.warning and "truncated" in r.warning)
+    if truncated:
+        print(f"warning: {args.data}: {truncated} alerts truncated to the model's limit", file=sys.stderr)
+    if args.hypotheses:
+        Path(args.hypotheses).write_text("".join(r.text + "\n" for r in recommendations), encoding="utf-8")
+    if args.json:
+        print(json.dumps({**scores.to_json(), "beam_size": args.beam_size, "skipped": len(corpus.skipped)}))
+    else:
+        print(scores.summary())
+        for name, signature in scores.signature.items():
+            print(f"  {name}: {signature}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run = {"train": run_train, "translate": run_translate, "evaluate": run_evaluate}[args.command]
+    try:
+        return run(args)
+    except Seq2SeqError as err:
+        print(f"seq2seq: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("seq2seq: interrupted" + ("; continue with --resume" if args.command == "train" else ""),
+              file=sys.stderr)
+        return 130

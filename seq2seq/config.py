@@ -1,0 +1,111 @@
+"""Frozen configuration records. The defaults, one comment per field, are the documentation.
+
+``from_dict`` builds any of them from plain data (a JSON config file, a checkpoint) and
+rejects unknown keys, so a misspelt option is an error rather than a silent default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from seq2seq.errors import ConfigError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    vocab_size: int = 2000  # pieces per vocabulary; a soft limit, small corpora get fewer
+    model_type: str = "unigram"  # SentencePiece model: unigram | bpe | char | word
+    joint: bool = True  # one vocabulary for source and target; False trains one each
+    lowercase_source: bool = True  # alerts mean the same in any case; targets keep theirs
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    attention: str = "bahdanau"  # bahdanau | luong-dot | luong-general | luong-concat
+    embed_size: int = 128  # E, source and target embeddings
+    encoder_hidden: int = 128  # per direction; the encoder output (memory) is 2 x this
+    decoder_hidden: int = 256  # H; luong-dot needs H == 2 x encoder_hidden
+    attention_hidden: int = 256  # width of the additive (bahdanau, luong-concat) score layer
+    num_layers: int = 1  # N, GRU layers in the encoder and in the decoder
+    dropout: float = 0.3  # on embeddings, between GRU layers and before the output layer
+    input_feeding: bool = True  # Luong family: feed the attentional vector into the next step
+    tie_embeddings: bool = False  # share target embedding and output weights (needs E == H)
+    max_source_length: int = 100  # pieces; longer alerts are truncated with a warning
+    src_vocab_size: int = 0  # set from the tokenizer at training time
+    tgt_vocab_size: int = 0  # set from the tokenizer at training time
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 30  # upper bound on passes over the training data
+    max_minutes: float = 0.0  # wall-clock budget for training; 0 = none
+    batch_tokens: int = 1500  # token budget per batch (source or target, whichever is longer)
+    learning_rate: float = 2e-3  # peak learning rate of AdamW
+    weight_decay: float = 0.0  # AdamW decoupled weight decay
+    schedule: str = "plateau"  # plateau (halve on a dev BLEU plateau) | warmup (linear warm-up, inv. sqrt)
+    warmup_steps: int = 200  # for schedule=warmup
+    plateau_patience: int = 2  # validations without improvement before the rate is halved
+    min_learning_rate: float = 1e-5  # the plateau schedule stops decaying here
+    clip_grad_norm: float = 5.0  # maximum gradient L2 norm
+    label_smoothing: float = 0.1  # of the cross-entropy loss
+    teacher_forcing: float = 1.0  # probability of feeding the gold previous token
+    patience: int = 8  # validations without dev BLEU improvement before stopping early
+    validate_every: int = 0  # steps between validations; 0 = once per epoch
+    seed: int = 1  # seeds initialisation, shuffling and teacher forcing
+    device: str = "auto"  # auto | cpu | cuda
+    max_target_length: int = 100  # pieces; longer training targets are skipped and counted
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    beam_size: int = 1  # 1 = greedy search
+    n_best: int = 1  # hypotheses returned per sentence (<= beam_size)
+    length_penalty: float = 1.0  # alpha of GNMT's ((5 + len) / 6) ** alpha; 0 = none
+    max_length_ratio: float = 2.0  # maximum output pieces per source piece
+    max_length_extra: int = 10  # pieces allowed beyond the ratio, for very short alerts
+
+
+def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
+    """Build ``cls`` from ``data``; an unknown key or a value of the wrong type is a ConfigError."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected an object of {cls.__name__} fields, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(fields)}")
+    values = {}
+    for name, value in data.items():
+        default = getattr(cls, name)
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"{where}: {name} must be true or false, got {value!r}")
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{where}: {name} must be a number, got {value!r}")
+            if isinstance(default, int) and not float(value).is_integer():
+                raise ConfigError(f"{where}: {name} must be a whole number, got {value!r}")
+            value = type(default)(value)
+        if isinstance(default, str) and not isinstance(value, str):
+            raise ConfigError(f"{where}: {name} must be a string, got {value!r}")
+        values[name] = value
+    return cls(**values)
+
+
+def load_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Read a JSON config file with optional sections ``model``, ``train``, ``tokenizer``, ``search``."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path}: not valid UTF-8 JSON ({err})") from None
+    sections = {"model", "train", "tokenizer", "search"}
+    if not isinstance(data, dict) or set(data) - sections:
+        raise ConfigError(f"{path}: expected an object with sections {', '.join(sorted(sections))}")
+    return data

@@ -1,0 +1,21 @@
+"""The errors a user can cause, each printed by the CLI as one line (no traceback).
+
+Every message names the problem and where it is (file, line, column or key), e.g.
+``data/x.tsv: line 17: expected 3 tab-separated fields, found 2``.
+"""
+
+
+class Seq2SeqError(Exception):
+    """Base of every error caused by input the user gave (files, options, checkpoints)."""
+
+
+class ConfigError(Seq2SeqError, ValueError):
+    """An invalid configuration value or an unknown configuration key."""
+
+
+class DataError(Seq2SeqError, ValueError):
+    """A missing, unreadable or malformed data file."""
+
+
+class CheckpointError(Seq2SeqError):
+    """A missing, truncated, corrupt or incompatible checkpoint file."""

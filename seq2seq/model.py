@@ -1,0 +1,84 @@
+"""The encoder-decoder: embedding -> bidirectional GRU encoder -> bridge -> attentional GRU decoder.
+
+Shapes: B batch, S source length, T target length, N layers, M memory size (2 x encoder hidden),
+H decoder hidden, V target vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from seq2seq.attention import build_attention, is_luong
+from seq2seq.config import ModelConfig
+from seq2seq.decoder import BahdanauDecoder, Decoder, DecoderState, Encoded, LuongDecoder
+from seq2seq.encoder import Encoder
+from seq2seq.errors import ConfigError
+
+
+class Bridge(nn.Module):
+    """Initial decoder states from the encoder's final states: s_0^l = tanh(W [h_fwd^l; h_bwd^l])."""
+
+    def __init__(self, memory_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.layer = nn.Linear(memory_size, hidden_size)
+
+    def forward(self, final: Tensor) -> Tensor:
+        """final (N, B, M) -> (N, B, H)."""
+        return torch.tanh(self.layer(final))
+
+
+class Seq2Seq(nn.Module):
+    """``encode`` once per source batch; ``forward`` decodes teacher-forced; ``step`` one token."""
+
+    def __init__(self, config: ModelConfig, encoder: Encoder, bridge: Bridge, decoder: Decoder) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = encoder
+        self.bridge = bridge
+        self.decoder = decoder
+
+    def encode(self, src: Tensor, src_lengths: Tensor, src_mask: Tensor) -> tuple[Encoded, DecoderState]:
+        """src (B, S) -> the encoded batch (keys projected once) and the decoder's initial state."""
+        memory, final = self.encoder(src, src_lengths)  # (B, S, M), (N, B, M)
+        encoded = Encoded(memory, self.decoder.attention.project_keys(memory), src_mask)
+        return encoded, self.decoder.initial_state(self.bridge(final))
+
+    def forward(self, src: Tensor, src_lengths: Tensor, src_mask: Tensor, tgt_in: Tensor,
+                feed_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Teacher-forced: tgt_in (B, T) -> logits (B, T, V), attention weights (B, T, S)."""
+        encoded, state = self.encode(src, src_lengths, src_mask)
+        return self.decoder(tgt_in, state, encoded, feed_mask)
+
+    def step(self, prev: Tensor, state: DecoderState, encoded: Encoded) -> tuple[Tensor, DecoderState, Tensor]:
+        """prev (B,) -> log-probabilities (B, V), next state, weights (B, S)."""
+        logits, state, weights = self.decoder.step(prev, state, encoded)
+        return torch.log_softmax(logits.float(), dim=-1), state, weights
+
+
+def build_model(config: ModelConfig) -> Seq2Seq:
+    """Translate a ModelConfig into modules; inconsistent settings raise ConfigError."""
+    if config.src_vocab_size <= 0 or config.tgt_vocab_size <= 0:
+        raise ConfigError("model: src_vocab_size and tgt_vocab_size must be set (from the tokenizer)")
+    if config.tie_embeddings and config.embed_size != config.decoder_hidden:
+        raise ConfigError(f"model: tie_embeddings needs embed_size ({config.embed_size}) == "
+                          f"decoder_hidden ({config.decoder_hidden})")
+    if config.num_layers < 1:
+        raise ConfigError(f"model: num_layers must be at least 1, got {config.num_layers}")
+    encoder = Encoder(config.src_vocab_size, config.embed_size, config.encoder_hidden, config.num_layers,
+                      config.dropout)
+    memory = encoder.memory_size
+    attention = build_attention(config.attention, config.decoder_hidden, memory, config.attention_hidden)
+    shared = dict(vocab_size=config.tgt_vocab_size, embed_size=config.embed_size,
+                  hidden_size=config.decoder_hidden, memory_size=memory, num_layers=config.num_layers,
+                  dropout=config.dropout, attention=attention, tie_embeddings=config.tie_embeddings)
+    if is_luong(config.attention):
+        decoder: Decoder = LuongDecoder(**shared, input_feeding=config.input_feeding)
+    else:
+        decoder = BahdanauDecoder(**shared)
+    return Seq2Seq(config, encoder, Bridge(memory, config.decoder_hidden), decoder)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters, tied weights counted once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

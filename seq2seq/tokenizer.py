@@ -1,0 +1,226 @@
+"""Text normalisation and SentencePiece subword vocabularies for alerts (source) and recommendations (target).
+
+``normalize`` is the one normalisation used everywhere (training, translation, evaluation, UI, batch
+job), so an alert typed into the UI and the same alert read from a file become the same pieces.
+SentencePiece's own normaliser is switched off (``normalization_rule_name="identity"``) so that no
+second, different normalisation can creep in.
+
+The SentencePiece models are trained in memory (Kudo & Richardson 2018, "SentencePiece: A simple
+and language independent subword tokenizer", https://arxiv.org/abs/1808.06226) with one thread, so
+the model bytes are identical run to run, and travel inside the checkpoint (``state_dict``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import unicodedata
+from collections.abc import Sequence
+
+import sentencepiece as spm
+
+from seq2seq.config import TokenizerConfig, from_dict
+from seq2seq.errors import CheckpointError, ConfigError, DataError
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # fixed at SentencePiece training
+EOS_PIECE = "</s>"
+MODEL_TYPES = ("unigram", "bpe", "char", "word")
+STATE_VERSION = 1
+
+# Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F (tabs and newlines included).
+_CONTROL_TO_SPACE = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)], " ")
+
+
+def normalize(text: str, lowercase: bool = False) -> str:
+    """Unicode NFKC, control characters to spaces, whitespace collapsed and stripped, optionally lower-cased.
+
+    Idempotent: ``normalize(normalize(x, lc), lc) == normalize(x, lc)``. NFKC runs again after
+    lower-casing because lower-casing can leave text that NFKC would still change.
+    """
+    text = unicodedata.normalize("NFKC", text)
+    if lowercase:
+        text = unicodedata.normalize("NFKC", text.lower())
+    return " ".join(text.translate(_CONTROL_TO_SPACE).split())
+
+
+def _train_model(sentences: list[str], config: TokenizerConfig, side: str) -> bytes:
+    """Serialized SentencePiece model trained on the non-empty ``sentences``."""
+    sentences = [s for s in sentences if s]
+    if not sentences:
+        raise DataError(f"tokenizer: no non-empty {side} sentences to train on")
+    if config.model_type not in MODEL_TYPES:
+        raise ConfigError(f"tokenizer: unknown model_type {config.model_type!r}; valid: {', '.join(MODEL_TYPES)}")
+    buffer = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=buffer,
+            vocab_size=config.vocab_size,
+            model_type=config.model_type,
+            character_coverage=1.0,
+            hard_vocab_limit=False,  # vocab_size is an upper bound; a small corpus gets fewer pieces
+            normalization_rule_name="identity",  # ``normalize`` has already run
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            num_threads=1,  # identical bytes run to run
+            minloglevel=2,
+        )
+    except RuntimeError as err:
+        counts = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(err))
+        if counts:
+            raise ConfigError(
+                f"tokenizer: vocab_size {counts[1]} is too small: the {side} text needs at least "
+                f"{counts[2]} pieces (one per distinct character, plus 4 special pieces)"
+            ) from None
+        message = " ".join(str(err).split())
+        raise ConfigError(f"tokenizer: SentencePiece training failed for the {side} side: {message}") from None
+    return buffer.getvalue()
+
+
+def _load_model(model: bytes, where: str, side: str) -> spm.SentencePieceProcessor:
+    """A processor for ``model``; CheckpointError if the bytes do not load or the special ids differ."""
+    try:
+        processor = spm.SentencePieceProcessor(model_proto=model)
+    except (RuntimeError, TypeError, ValueError):
+        raise CheckpointError(f"{where}: the {side} SentencePiece model is corrupt (its bytes do not load)") from None
+    specials = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+    if specials != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+        raise CheckpointError(
+            f"{where}: the {side} SentencePiece model has pad/unk/bos/eos ids {specials}, "
+            f"expected {(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}"
+        )
+    return processor
+
+
+def _cut_at_eos(ids: Sequence[int]) -> tuple[list[int], bool]:
+    """Ids before the first EOS without PAD and BOS, and whether an EOS was found."""
+    if hasattr(ids, "tolist"):  # a tensor or an array
+        ids = ids.tolist()
+    kept = []
+    for token in ids:
+        if token == EOS_ID:
+            return kept, True
+        if token not in (PAD_ID, BOS_ID):
+            kept.append(int(token))
+    return kept, False
+
+
+class Tokenizer:
+    """One joint SentencePiece vocabulary for both sides, or one for the source and one for the target.
+
+    Build one with ``Tokenizer.train`` or ``Tokenizer.from_state_dict``. Sources are encoded as
+    ``pieces + [EOS]`` (the encoder reads the EOS too); targets as bare pieces, the batching adds
+    BOS / EOS. Every method normalises its input with ``normalize`` first.
+    """
+
+    def __init__(
+        self, config: TokenizerConfig, source_model: bytes, target_model: bytes | None = None, where: str = "tokenizer"
+    ) -> None:
+        """Load serialized models; ``target_model`` is None for a joint vocabulary."""
+        if config.joint != (target_model is None):
+            raise ValueError("a joint tokenizer takes one model, a separate one takes two")
+        self._config = config
+        self._source_model = source_model
+        self._target_model = target_model
+        self._source = _load_model(source_model, where, "joint" if config.joint else "source")
+        self._target = self._source if target_model is None else _load_model(target_model, where, "target")
+
+    @classmethod
+    def train(cls, sources: list[str], targets: list[str], config: TokenizerConfig) -> Tokenizer:
+        """Train on normalised ``sources`` (lower-cased if ``config.lowercase_source``) and ``targets``.
+
+        Joint: one model on sources + targets. Separate: one model per side. The result is a pure
+        function of the inputs (identical model bytes every run).
+        """
+        normalized_sources = [normalize(text, config.lowercase_source) for text in sources]
+        normalized_targets = [normalize(text) for text in targets]
+        if config.joint:
+            return cls(config, _train_model(normalized_sources + normalized_targets, config, "joint"))
+        return cls(
+            config,
+            _train_model(normalized_sources, config, "source"),
+            _train_model(normalized_targets, config, "target"),
+        )
+
+    def state_dict(self) -> dict:
+        """Plain data (str, int, bool, bytes, dict) for a checkpoint: version, config and model bytes."""
+        state = {
+            "version": STATE_VERSION,
+            "config": dataclasses.asdict(self._config),
+            "source_model": self._source_model,
+        }
+        if self._target_model is not None:
+            state["target_model"] = self._target_model
+        return state
+
+    @classmethod
+    def from_state_dict(cls, state: dict, where: str = "tokenizer state") -> Tokenizer:
+        """Rebuild from ``state_dict()``; a malformed state is a one-line CheckpointError prefixed by ``where``."""
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{where}: expected a dict, found {type(state).__name__}")
+        if state.get("version") != STATE_VERSION:
+            raise CheckpointError(
+                f"{where}: tokenizer format version {state.get('version')!r} is not supported "
+                f"(expected {STATE_VERSION})"
+            )
+        try:
+            config = from_dict(TokenizerConfig, state.get("config"), where=f"{where}: tokenizer config")
+        except ConfigError as err:
+            raise CheckpointError(str(err)) from None
+        names = ("source_model",) if config.joint else ("source_model", "target_model")
+        models = [state.get(name) for name in names]
+        for name, model in zip(names, models, strict=True):
+            if not isinstance(model, bytes):
+                raise CheckpointError(f"{where}: {name} must be bytes, found {type(model).__name__}")
+        return cls(config, *models, where=where)
+
+    @property
+    def config(self) -> TokenizerConfig:
+        return self._config
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self._source.get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self._target.get_piece_size()
+
+    def normalize_source(self, text: str) -> str:
+        return normalize(text, self._config.lowercase_source)
+
+    def normalize_target(self, text: str) -> str:
+        return normalize(text)
+
+    def encode_source(self, text: str) -> list[int]:
+        """Ids of the normalised source's pieces followed by EOS_ID (no BOS)."""
+        return [*self._source.encode(self.normalize_source(text), out_type=int), EOS_ID]
+
+    def source_pieces(self, text: str) -> list[str]:
+        """The pieces behind ``encode_source(text)``, same length, ending in "</s>" (heatmap labels).
+
+        An unknown span shows its own text rather than "<unk>".
+        """
+        return [*self._source.encode(self.normalize_source(text), out_type=str), EOS_PIECE]
+
+    def encode_target(self, text: str) -> list[int]:
+        """Ids of the normalised target's pieces, without BOS or EOS."""
+        return self._target.encode(self.normalize_target(text), out_type=int)
+
+    def decode_target(self, ids: Sequence[int]) -> str:
+        """Text of ``ids`` up to the first EOS, ignoring PAD and BOS; an unknown piece reads " ⁇ "."""
+        kept, _ = _cut_at_eos(ids)
+        return self._target.decode(kept)
+
+    def target_pieces(self, ids: Sequence[int]) -> list[str]:
+        """Piece strings of ``ids`` with ``decode_target``'s stopping rule, ending in "</s>" if an EOS was present."""
+        kept, found_eos = _cut_at_eos(ids)
+        pieces = [self._target.id_to_piece(token) for token in kept]
+        return [*pieces, EOS_PIECE] if found_eos else pieces
+
+    def __repr__(self) -> str:
+        kind = "joint" if self._config.joint else "separate"
+        return f"Tokenizer({kind}, {self._config.model_type}, vocab {self.src_vocab_size}/{self.tgt_vocab_size})"

@@ -1,0 +1,241 @@
+"""Training: AdamW, clipping, a learning-rate schedule, label smoothing, seeded teacher forcing,
+validation by greedy dev BLEU, early stopping, atomic best/last checkpoints and exact resume.
+
+Randomness comes from three sources, all seeded from ``TrainConfig.seed`` and saved in last.pt:
+torch's global generator (initialisation, dropout), the batch-order generator and the
+teacher-forcing generator. A run resumed from last.pt continues with the very batches and draws
+that the uninterrupted run would have used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from seq2seq.checkpoint import read_checkpoint, restore, save_checkpoint
+from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig
+from seq2seq.data import Batch, ParallelCorpus, ParallelDataset, TokenBatchSampler, collate
+from seq2seq.errors import ConfigError
+from seq2seq.evaluate import score_corpus
+from seq2seq.model import Seq2Seq, build_model, count_parameters
+from seq2seq.recommender import Recommender, resolve_device
+from seq2seq.tokenizer import Tokenizer
+
+SCHEDULES = ("plateau", "warmup")
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    best_bleu: float
+    best_step: int
+    steps: int
+    epochs: float  # passes over the training data, fractional when stopped mid-epoch
+    seconds: float
+    tokens_per_second: float  # target tokens per second of training (validation excluded)
+    stopped: str  # why training ended
+    parameters: int
+
+
+def token_loss(logits: Tensor, target: Tensor, mask: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    """Summed label-smoothed loss and summed NLL over real target tokens. logits (B, T, V)."""
+    log_probs = logits.float().log_softmax(dim=-1)  # (B, T, V)
+    nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    loss = (1.0 - smoothing) * nll - smoothing * log_probs.mean(dim=-1)  # PyTorch's label_smoothing
+    return loss[mask].sum(), nll[mask].sum()
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig):
+    if config.schedule == "plateau":
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, mode="max", factor=0.5, patience=config.plateau_patience, min_lr=config.min_learning_rate)
+    if config.schedule == "warmup":
+        warmup = max(1, config.warmup_steps)
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1))))
+    raise ConfigError(f"unknown schedule {config.schedule!r}; valid: {', '.join(SCHEDULES)}")
+
+
+class Trainer:
+    """Owns the model, optimiser, schedule, generators and counters of one training run."""
+
+    def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, train_set: ParallelDataset,
+                 dev: ParallelCorpus, config: TrainConfig, output_dir: Path, device: torch.device,
+                 log: Callable[[str], None]) -> None:
+        self.model, self.tokenizer, self.train_set, self.dev = model.to(device), tokenizer, train_set, dev
+        self.config, self.output_dir, self.device, self.log = config, output_dir, device, log
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
+                                           weight_decay=config.weight_decay)
+        self.scheduler = make_scheduler(self.optimizer, config)
+        self.batch_generator = torch.Generator().manual_seed(config.seed + 1)
+        self.forcing_generator = torch.Generator().manual_seed(config.seed + 2)
+        self.sampler = TokenBatchSampler(train_set.batch_lengths(), config.batch_tokens, shuffle=True,
+                                         generator=self.batch_generator)
+        self.state: dict[str, Any] = {"epoch": 0, "batches_done": 0, "step": 0, "best_bleu": -1.0,
+                                      "best_step": 0, "bad_validations": 0, "train_tokens": 0,
+                                      "train_seconds": 0.0}
+        self.epoch_start_generator = self.batch_generator.get_state()
+        self.amp = device.type == "cuda"
+
+    # -- state ---------------------------------------------------------------------------
+    def training_state(self) -> dict[str, Any]:
+        return {**self.state, "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "epoch_start_generator": self.epoch_start_generator,
+                "forcing_generator": self.forcing_generator.get_state(), "torch_rng": torch.get_rng_state()}
+
+    def load_training_state(self, saved: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.scheduler.load_state_dict(saved["scheduler"])
+        self.epoch_start_generator = saved["epoch_start_generator"]
+        self.forcing_generator.set_state(saved["forcing_generator"])
+        torch.set_rng_state(saved["torch_rng"])
+        self.state = {key: saved[key] for key in self.state}
+
+    def save(self, name: str) -> None:
+        save_checkpoint(self.output_dir / name, self.model, self.tokenizer, self.config, self.training_state())
+
+    # -- loop ----------------------------------------------------------------------------
+    def fit(self) -> TrainResult:
+        started = time.monotonic()
+        deadline = started + 60 * self.config.max_minutes if self.config.max_minutes > 0 else math.inf
+        try:
+            stopped = self.run_epochs(deadline)
+        except KeyboardInterrupt:
+            self.save("last.pt")  # Ctrl-C loses nothing: --resume continues from this batch
+            raise
+        self.save("last.pt")
+        tokens, seconds = self.state["train_tokens"], self.state["train_seconds"]
+        epochs = self.state["epoch"] + self.state["batches_done"] / max(1, len(self.sampler))
+        return TrainResult(self.state["best_bleu"], self.state["best_step"], self.state["step"], epochs,
+                           time.monotonic() - started, tokens / max(seconds, 1e-9), stopped,
+                           count_parameters(self.model))
+
+    def run_epochs(self, deadline: float) -> str:
+        stopped = "epochs"
+        while self.state["epoch"] < self.config.epochs:
+            self.batch_generator.set_state(self.epoch_start_generator)
+            batches = list(self.sampler)  # this epoch's order, reproducible from the saved generator state
+            stopped = self.train_epoch(batches, deadline)
+            if stopped:
+                break
+            self.state["epoch"] += 1
+            self.state["batches_done"] = 0
+            self.epoch_start_generator = self.batch_generator.get_state()
+            stopped = self.validate() or "epochs"
+            if stopped != "epochs":
+                break
+        return stopped
+
+    def train_epoch(self, batches: list[list[int]], deadline: float) -> str:
+        """Train on this epoch's remaining batches; returns a reason to stop early, or ""."""
+        loader = DataLoader(self.train_set, batch_sampler=batches[self.state["batches_done"]:], collate_fn=collate,
+                            pin_memory=self.device.type == "cuda")
+        epoch = self.state["epoch"] + 1
+        bar = tqdm(loader, desc=f"epoch {epoch}/{self.config.epochs}", unit="batch", leave=False,
+                   initial=self.state["batches_done"], total=len(batches), mininterval=1.0)
+        self.model.train()
+        for batch in bar:
+            tick = time.monotonic()
+            loss, nll, n_tokens = self.train_step(batch.to(self.device, non_blocking=True))
+            self.state["train_seconds"] += time.monotonic() - tick
+            self.state["train_tokens"] += n_tokens
+            self.state["batches_done"] += 1
+            self.state["step"] += 1
+            rate = self.state["train_tokens"] / max(self.state["train_seconds"], 1e-9)
+            bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(nll, 50)):.2f}", tok_s=f"{rate:.0f}", refresh=False)
+            every = self.config.validate_every
+            if every and self.state["step"] % every == 0 and self.validate():
+                return "early stopping"
+            if time.monotonic() > deadline:
+                bar.close()
+                self.validate()
+                return "time limit"
+        bar.close()
+        return ""
+
+    def train_step(self, batch: Batch) -> tuple[float, float, int]:
+        """One update; returns the batch's per-token loss and NLL and its target token count."""
+        feed_mask = None
+        if self.config.teacher_forcing < 1.0:
+            draws = torch.rand(batch.tgt_in.shape, generator=self.forcing_generator)
+            feed_mask = (draws < self.config.teacher_forcing).to(self.device)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
+            logits, _ = self.model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, feed_mask)
+        loss, nll = token_loss(logits, batch.tgt_out, batch.tgt_mask, self.config.label_smoothing)
+        self.optimizer.zero_grad(set_to_none=True)
+        (loss / batch.n_tokens).backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_grad_norm)
+        self.optimizer.step()
+        if self.config.schedule == "warmup":
+            self.scheduler.step()
+        return loss.item() / batch.n_tokens, nll.item() / batch.n_tokens, batch.n_tokens
+
+    def validate(self) -> str:
+        """Greedy dev BLEU; saves last.pt (and best.pt on improvement); returns "early stopping" or ""."""
+        recommender = Recommender(self.model, self.tokenizer, self.device)
+        sources = [example.source for example in self.dev.examples]
+        hypotheses = recommender.translate(sources, SearchConfig(beam_size=1), batch_size=128)
+        scores = score_corpus(hypotheses, [example.target for example in self.dev.examples])
+        self.model.train()
+        state = self.state
+        improved = scores.bleu > state["best_bleu"]
+        if improved:
+            state.update(best_bleu=scores.bleu, best_step=state["step"], bad_validations=0)
+        else:
+            state["bad_validations"] += 1
+        if self.config.schedule == "plateau":
+            self.scheduler.step(scores.bleu)
+        rate = state["train_tokens"] / max(state["train_seconds"], 1e-9)
+        record = {"epoch": state["epoch"], "step": state["step"], "dev_bleu": round(scores.bleu, 2),
+                  "dev_chrf": round(scores.chrf, 2), "best_bleu": round(state["best_bleu"], 2),
+                  "lr": self.optimizer.param_groups[0]["lr"], "target_tokens_per_s": round(rate, 1),
+                  "train_seconds": round(state["train_seconds"], 1), "example": hypotheses[0] if hypotheses else ""}
+        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        self.log(f"step {state['step']} epoch {state['epoch']}: dev BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}"
+                 f" (best {state['best_bleu']:.2f}) lr {record['lr']:.2e} {rate:.0f} target tok/s")
+        if improved:
+            self.save("best.pt")
+        self.save("last.pt")
+        return "early stopping" if state["bad_validations"] >= self.config.patience else ""
+
+
+def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | Path, model_config: ModelConfig,
+                  train_config: TrainConfig, tokenizer_config: TokenizerConfig, resume: bool = False,
+                  log: Callable[[str], None] = print) -> Trainer:
+    """A fresh trainer (tokenizer trained on ``train``), or the one saved in OUTPUT_DIR/last.pt."""
+    output_dir = Path(output_dir)
+    last = output_dir / "last.pt"
+    if resume and not last.is_file():
+        raise ConfigError(f"--resume: nothing to resume in {output_dir} (no last.pt)")
+    if not resume and last.exists():
+        raise ConfigError(f"{output_dir} already holds a training run (last.pt); pass --resume to continue it "
+                          "or choose another --output-dir")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(train_config.device)
+    torch.manual_seed(train_config.seed)
+    payload = read_checkpoint(last) if resume else None
+    if payload is not None:
+        model, tokenizer = restore(payload, last)
+    else:
+        tokenizer = Tokenizer.train([e.source for e in train.examples], [e.target for e in train.examples],
+                                    tokenizer_config)
+        model_config = replace(model_config, src_vocab_size=tokenizer.src_vocab_size,
+                               tgt_vocab_size=tokenizer.tgt_vocab_size)
+        model = build_model(model_config)
+    train_set = ParallelDataset(train.examples, tokenizer, model.config.max_source_length,
+                                train_config.max_target_length)
+    trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log)
+    if payload is not None:
+        trainer.load_training_state(payload["training_state"])
+        log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {trainer.state['best_bleu']:.2f})")
+    return trainer

@@ -1,0 +1,93 @@
+"""Shared fixtures: thirty alert/recommendation pairs, a tokenizer trained on them, a file writer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from seq2seq.config import TokenizerConfig
+from seq2seq.tokenizer import Tokenizer
+
+# No hypothesis deadline: speed is measured by benchmarks, never by timed assertions (STYLE.md), and a
+# first example that warms up torch on a loaded two-core runner must not fail the suite.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
+
+TINY_PAIRS = (
+    ("pump vibration high", "inspect pump bearings"),
+    ("pump pressure low", "check pump inlet for blockage"),
+    ("pump temperature high", "check pump cooling and lubrication"),
+    ("pump flow low", "inspect pump impeller"),
+    ("motor temperature high", "check motor cooling fan"),
+    ("motor current high", "inspect motor windings"),
+    ("motor vibration high", "check motor alignment and mounting bolts"),
+    ("motor speed low", "inspect motor drive belt"),
+    ("fan vibration high", "balance fan blades"),
+    ("fan speed low", "replace fan belt"),
+    ("fan noise high", "lubricate fan bearings"),
+    ("valve leak detected", "replace valve seal"),
+    ("valve stuck open", "inspect valve actuator"),
+    ("valve stuck closed", "clean valve seat"),
+    ("valve pressure high", "check valve setting"),
+    ("compressor pressure high", "check compressor discharge valve"),
+    ("compressor temperature high", "clean compressor cooler"),
+    ("compressor oil low", "top up compressor oil"),
+    ("compressor vibration high", "inspect compressor mounts"),
+    ("bearing temperature high", "lubricate bearing"),
+    ("bearing noise high", "replace bearing"),
+    ("filter pressure high", "replace filter"),
+    ("filter clogged", "clean filter element"),
+    ("belt slipping", "tighten belt"),
+    ("belt worn", "replace belt"),
+    ("oil level low", "top up oil"),
+    ("oil pressure low", "check oil pump"),
+    ("coolant level low", "top up coolant"),
+    ("coolant temperature high", "check coolant pump and radiator"),
+    ("gearbox noise high", "inspect gearbox teeth"),
+)
+
+TINY_CONFIG = TokenizerConfig(vocab_size=60)
+
+
+@pytest.fixture
+def tiny_pairs() -> list[tuple[str, str]]:
+    """About thirty short (alert, recommendation) pairs; a fresh list per test."""
+    return list(TINY_PAIRS)
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> Tokenizer:
+    """A joint unigram tokenizer (vocab_size 60) trained on ``TINY_PAIRS``."""
+    sources, targets = zip(*TINY_PAIRS, strict=True)
+    return Tokenizer.train(list(sources), list(targets), TINY_CONFIG)
+
+
+@pytest.fixture
+def write_file(tmp_path: Path) -> Callable[[str, str | bytes], Path]:
+    """``write_file(name, content)`` writes text (UTF-8, as given) or bytes under tmp_path; returns the path."""
+
+    def write(name: str, content: str | bytes) -> Path:
+        path = tmp_path / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_bytes(content.encode("utf-8"))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def tmp_tsv(write_file) -> Callable[..., Path]:
+    """``tmp_tsv(pairs, name="pairs.tsv", header=("source", "target"))`` writes a TSV file; returns the path."""
+
+    def write(
+        pairs: Sequence[Sequence[str]], name: str = "pairs.tsv", header: Sequence[str] = ("source", "target")
+    ) -> Path:
+        rows = [header, *pairs]
+        return write_file(name, "".join("\t".join(row) + "\n" for row in rows))
+
+    return write

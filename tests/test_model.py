@@ -1,0 +1,114 @@
+"""Encoder, bridge and decoders: shapes, step order equivalences and padding invariance."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from seq2seq.attention import ATTENTION_NAMES
+from seq2seq.config import ModelConfig
+from seq2seq.data import source_batch
+from seq2seq.errors import ConfigError
+from seq2seq.model import build_model
+from seq2seq.tokenizer import BOS_ID
+
+V = 17
+
+
+def tiny_config(attention: str = "bahdanau", **changes) -> ModelConfig:
+    return dataclasses.replace(
+        ModelConfig(attention=attention, embed_size=6, encoder_hidden=4, decoder_hidden=8, attention_hidden=5,
+                    dropout=0.0, src_vocab_size=V, tgt_vocab_size=V), **changes)
+
+
+def sample_batch(lengths=(5, 3, 1), seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    ids = [torch.randint(4, V, (n,), generator=generator).tolist() for n in lengths]
+    return source_batch(ids)
+
+
+VARIANTS = [(name, feeding) for name in ATTENTION_NAMES for feeding in (True, False)
+            if name.startswith("luong-") or feeding]
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_bidirectional_encoder_and_bridge_shapes(layers):
+    model = build_model(tiny_config(num_layers=layers))
+    src, lengths, mask = sample_batch()
+    memory, final = model.encoder(src, lengths)
+    assert memory.shape == (3, 5, 8)  # (B, S, 2 x encoder_hidden)
+    assert final.shape == (layers, 3, 8)
+    encoded, state = model.encode(src, lengths, mask)
+    assert state.hidden.shape == (layers, 3, 8)  # (N, B, decoder_hidden)
+    assert encoded.mask.dtype == torch.bool and encoded.mask.shape == (3, 5)
+
+
+def test_encoder_memory_is_zero_at_padding():
+    model = build_model(tiny_config())
+    src, lengths, _ = sample_batch()
+    memory, _ = model.encoder(src, lengths)
+    assert (memory[1, 3:] == 0).all() and (memory[2, 1:] == 0).all()
+
+
+@pytest.mark.parametrize(("name", "feeding"), VARIANTS)
+@pytest.mark.parametrize("layers", [1, 2])
+def test_teacher_forced_forward_equals_the_loop_over_steps(name, feeding, layers):
+    torch.manual_seed(0)
+    model = build_model(tiny_config(name, input_feeding=feeding, num_layers=layers)).eval()
+    src, lengths, mask = sample_batch()
+    tgt_in = torch.cat([torch.full((3, 1), BOS_ID), torch.randint(4, V, (3, 6))], dim=1)
+    logits, weights = model(src, lengths, mask, tgt_in)
+    assert logits.shape == (3, 7, V) and weights.shape == (3, 7, 5)
+    encoded, state = model.encode(src, lengths, mask)
+    for t in range(tgt_in.size(1)):
+        step_logits, state, step_weights = model.decoder.step(tgt_in[:, t], state, encoded)
+        torch.testing.assert_close(step_logits, logits[:, t], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(step_weights, weights[:, t], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(("name", "feeding"), VARIANTS)
+def test_padding_a_batch_further_changes_no_output(name, feeding):
+    torch.manual_seed(0)
+    model = build_model(tiny_config(name, input_feeding=feeding)).eval()
+    src, lengths, mask = sample_batch()
+    tgt_in = torch.randint(4, V, (3, 4))
+    logits, weights = model(src, lengths, mask, tgt_in)
+    pad = torch.zeros(3, 4, dtype=torch.long)
+    logits2, weights2 = model(torch.cat([src, pad], 1), lengths, torch.cat([mask, pad.bool()], 1), tgt_in)
+    torch.testing.assert_close(logits2, logits, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(weights2[:, :, :5], weights, atol=1e-6, rtol=1e-5)
+    assert (weights2[:, :, 5:] == 0).all()
+
+
+def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
+    torch.manual_seed(0)
+    model = build_model(tiny_config("luong-general")).eval()
+    src, lengths, mask = sample_batch()
+    tgt_in = torch.randint(4, V, (3, 4))
+    logits, _ = model(src, lengths, mask, tgt_in)
+    alone, _ = model(src[1:2, :3], lengths[1:2], mask[1:2, :3], tgt_in[1:2])
+    torch.testing.assert_close(alone[0], logits[1], atol=1e-5, rtol=1e-4)
+
+
+def test_scheduled_sampling_with_all_gold_feeds_equals_teacher_forcing():
+    torch.manual_seed(0)
+    model = build_model(tiny_config("bahdanau")).eval()
+    src, lengths, mask = sample_batch()
+    tgt_in = torch.randint(4, V, (3, 4))
+    forced, _ = model(src, lengths, mask, tgt_in)
+    sampled, _ = model(src, lengths, mask, tgt_in, torch.ones(3, 4, dtype=torch.bool))
+    torch.testing.assert_close(sampled, forced)
+    own, _ = model(src, lengths, mask, tgt_in, torch.zeros(3, 4, dtype=torch.bool))
+    assert not torch.allclose(own, forced)
+
+
+def test_tied_embeddings_share_one_matrix():
+    model = build_model(tiny_config(embed_size=8, tie_embeddings=True))
+    assert model.decoder.output.weight is model.decoder.embed.weight
+
+
+def test_tied_embeddings_need_equal_sizes():
+    with pytest.raises(ConfigError, match="tie_embeddings"):
+        build_model(tiny_config(tie_embeddings=True))

@@ -1,0 +1,92 @@
+"""Greedy and beam search: equivalences, n-best, attention tracked through back-pointers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seq2seq.attention import ATTENTION_NAMES
+from seq2seq.config import SearchConfig
+from seq2seq.data import source_batch
+from seq2seq.errors import ConfigError
+from seq2seq.model import build_model
+from seq2seq.search import check_search_config, search
+from tests.test_model import sample_batch, tiny_config
+
+
+def untrained(name: str, seed: int = 0):
+    torch.manual_seed(seed)
+    return build_model(tiny_config(name)).eval()
+
+
+@pytest.mark.parametrize("name", ATTENTION_NAMES)
+def test_beam_size_one_equals_greedy(name):
+    model = untrained(name)
+    batch = sample_batch((5, 3, 1, 4))
+    greedy = search(model, *batch, SearchConfig(beam_size=1))
+    beam = search(model, *batch, SearchConfig(beam_size=1, n_best=1, length_penalty=0.0))
+    for g, b in zip(greedy, beam, strict=True):
+        assert g[0].tokens == b[0].tokens
+        torch.testing.assert_close(g[0].attention, b[0].attention)
+
+
+@pytest.mark.parametrize("name", ATTENTION_NAMES)
+def test_nbest_top1_equals_the_plain_beam_output_attention_included(name):
+    model = untrained(name, seed=3)
+    batch = sample_batch((5, 3, 1, 4), seed=1)
+    plain = search(model, *batch, SearchConfig(beam_size=4, n_best=1))
+    nbest = search(model, *batch, SearchConfig(beam_size=4, n_best=4))
+    for p, n in zip(plain, nbest, strict=True):
+        assert len(n) == 4
+        assert n[0].tokens == p[0].tokens and n[0].score == p[0].score
+        torch.testing.assert_close(n[0].attention, p[0].attention)
+        assert [h.score for h in n] == sorted((h.score for h in n), reverse=True)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_every_hypothesis_owns_an_attention_matrix_of_its_own_shape(beam_size):
+    model = untrained("bahdanau", seed=5)
+    src, lengths, mask = sample_batch((5, 3, 1), seed=2)
+    results = search(model, src, lengths, mask, SearchConfig(beam_size=beam_size, n_best=beam_size))
+    for hyps, length in zip(results, lengths.tolist(), strict=True):
+        for hyp in hyps:
+            rows = hyp.attention.size(0)
+            assert rows in (len(hyp.tokens), len(hyp.tokens) + 1)  # + the EOS row when it ended
+            assert hyp.attention.size(1) == length
+            torch.testing.assert_close(hyp.attention.sum(-1), torch.ones(rows))
+
+
+@pytest.mark.parametrize("name", ATTENTION_NAMES)
+def test_beam_attention_rows_are_the_weights_of_the_decoded_prefix(name):
+    """Re-running the decoder teacher-forced on a beam hypothesis reproduces its attention matrix."""
+    model = untrained(name, seed=7)
+    src, lengths, mask = sample_batch((5, 4), seed=4)
+    results = search(model, src, lengths, mask, SearchConfig(beam_size=3, n_best=3))
+    for b, hyps in enumerate(results):
+        for hyp in hyps:
+            tgt_in = torch.tensor([[2, *hyp.tokens]])[:, : hyp.attention.size(0)]
+            _, weights = model(src[b: b + 1, : lengths[b]], lengths[b: b + 1], mask[b: b + 1, : lengths[b]], tgt_in)
+            torch.testing.assert_close(weights[0], hyp.attention, atol=1e-5, rtol=1e-4)
+
+
+def test_batched_search_equals_one_sentence_at_a_time():
+    model = untrained("luong-concat", seed=2)
+    ids = [[5, 6, 7, 8, 3], [9, 3], [4, 4, 10, 3]]
+    config = SearchConfig(beam_size=3, n_best=2)
+    together = search(model, *source_batch(ids), config)
+    for sentence, hyps in zip(ids, together, strict=True):
+        alone = search(model, *source_batch([sentence]), config)[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in hyps]
+
+
+def test_output_length_is_bounded_by_the_ratio_of_source_length():
+    model = untrained("luong-general", seed=1)
+    src, lengths, mask = sample_batch((2, 4), seed=3)
+    config = SearchConfig(beam_size=2, n_best=2, max_length_ratio=1.0, max_length_extra=1)
+    for hyps, length in zip(search(model, src, lengths, mask, config), lengths.tolist(), strict=True):
+        assert all(h.attention.size(0) <= length + 1 for h in hyps)
+
+
+def test_nbest_larger_than_beam_is_an_error():
+    with pytest.raises(ConfigError, match="n_best"):
+        check_search_config(SearchConfig(beam_size=2, n_best=3))
