@@ -90,7 +90,7 @@ def restore(payload: dict[str, Any], path: str | Path) -> tuple[Seq2Seq, Tokeniz
         model = build_model(config)
     except ConfigError as err:
         raise CheckpointError(str(err)) from None
-    tokenizer = Tokenizer.from_state_dict(payload["tokenizer"])
+    tokenizer = Tokenizer.from_state_dict(payload["tokenizer"], where=f"{path}: tokenizer")
     if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (config.src_vocab_size, config.tgt_vocab_size):
         raise CheckpointError(f"{path}: tokenizer vocabularies ({tokenizer.src_vocab_size}, "
                               f"{tokenizer.tgt_vocab_size}) do not match the model "

@@ -43,6 +43,7 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--output-dir", required=True, help="where best.pt, last.pt and metrics.jsonl go")
     p.add_argument("--config", help="JSON file with sections model, train, tokenizer")
     p.add_argument("--resume", action="store_true", help="continue the run saved in OUTPUT_DIR/last.pt")
+    p.add_argument("--overwrite", action="store_true", help="replace a finished or stopped run in OUTPUT_DIR")
     p.add_argument("--attention", choices=ATTENTION_NAMES)
     p.add_argument("--epochs", type=int)
     p.add_argument("--max-minutes", type=float, help="stop (and save) after this much wall-clock time")
@@ -125,7 +126,7 @@ def run_train(args: argparse.Namespace) -> int:
     dev = read_corpus(args.dev or str(EMBEDDED_DATA / "dev.tsv"), args.dev_target, args)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     trainer = build_trainer(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
-                            args.resume, log)
+                            args.resume, args.overwrite, log)
     log(f"{args.train or 'embedded corpus'}: {trainer.train_set.summary()}")
     log(f"training {trainer.model.config.attention} ({sum(p.numel() for p in trainer.model.parameters()):,} "
         f"parameters) on {len(trainer.train_set)} pairs, validating on {len(dev.examples)}, device {trainer.device}")

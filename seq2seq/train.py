@@ -211,15 +211,23 @@ class Trainer:
 
 def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | Path, model_config: ModelConfig,
                   train_config: TrainConfig, tokenizer_config: TokenizerConfig, resume: bool = False,
-                  log: Callable[[str], None] = print) -> Trainer:
-    """A fresh trainer (tokenizer trained on ``train``), or the one saved in OUTPUT_DIR/last.pt."""
+                  overwrite: bool = False, log: Callable[[str], None] = print) -> Trainer:
+    """A fresh trainer (tokenizer trained on ``train``), or the one saved in OUTPUT_DIR/last.pt.
+
+    An existing run is never replaced silently: ``resume`` continues it, ``overwrite`` starts over.
+    """
     output_dir = Path(output_dir)
     last = output_dir / "last.pt"
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite exclude each other")
     if resume and not last.is_file():
         raise ConfigError(f"--resume: nothing to resume in {output_dir} (no last.pt)")
-    if not resume and last.exists():
-        raise ConfigError(f"{output_dir} already holds a training run (last.pt); pass --resume to continue it "
-                          "or choose another --output-dir")
+    if not resume and last.exists() and not overwrite:
+        raise ConfigError(f"{output_dir} already holds a training run (last.pt); pass --resume to continue it, "
+                          "--overwrite to start over, or choose another --output-dir")
+    if overwrite:
+        for name in ("best.pt", "last.pt", "metrics.jsonl"):
+            (output_dir / name).unlink(missing_ok=True)
     output_dir.mkdir(parents=True, exist_ok=True)
     device = resolve_device(train_config.device)
     torch.manual_seed(train_config.seed)

@@ -1,0 +1,303 @@
+"""The command line end to end: train, translate and evaluate on a tiny model, and every user error
+as one ``seq2seq: error:`` line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TINY_PAIRS
+from tiny_runs import EPOCHS, MAX_SOURCE_LENGTH, TinyRun, run_cli, train_args, trained, tsv
+
+from seq2seq.attention import ATTENTION_NAMES
+from seq2seq.recommender import Recommender
+
+ROOT = Path(__file__).resolve().parents[1]
+ALERTS = ["pump vibration high", "fan speed low", "valve stuck closed", "oil level low", "motor current high"]
+LONG_ALERT = " ".join(["compressor temperature high"] * 4)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> TinyRun:
+    return trained(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="module")
+def recommender(run) -> Recommender:
+    return Recommender.from_checkpoint(run.best)
+
+
+@pytest.fixture(scope="module")
+def resumed(run, tmp_path_factory) -> dict[str, dict]:
+    """The run's training, interrupted after one epoch and resumed to the end in another folder."""
+    output_dir = tmp_path_factory.mktemp("resumed")
+    first = run_cli(*train_args(run.data, output_dir, "--epochs", "1"))
+    second = run_cli(*train_args(run.data, output_dir, "--resume"))
+    assert first.status == 0 and second.status == 0, first.stderr + second.stderr
+    return {"output_dir": output_dir, "first": json.loads(first.stdout), "second": json.loads(second.stdout),
+            "log": second.stderr}
+
+
+def translate(run: TinyRun, lines: bytes, *options: str):
+    return run_cli("translate", "--model", str(run.best), *options, stdin=lines)
+
+
+def assert_one_line_error(result, *names: str) -> str:
+    assert result.status == 2
+    assert len(result.error_lines) == 1, result.stderr
+    line = result.error_lines[0]
+    assert line.startswith("seq2seq: error: ")
+    for name in names:
+        assert name in line, line
+    return line
+
+
+def tiny_train_command(tmp_path: Path, run: TinyRun, train: Path, *options: str) -> list[str]:
+    """One epoch on ``train`` (also the dev file unless ``options`` name one), tiny model."""
+    dev = [] if "--dev" in options else ["--dev", str(train)]
+    return ["train", "--train", str(train), *dev, "--config", str(run.data.config),
+            "--output-dir", str(tmp_path / "out"), "--device", "cpu", "--epochs", "1", *options]
+
+
+# train
+
+
+def test_train_writes_best_last_and_metrics_and_prints_a_json_summary(run):
+    assert run.best.is_file() and run.last.is_file()
+    records = [json.loads(line) for line in (run.output_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [record["epoch"] for record in records] == list(range(1, EPOCHS + 1))
+    assert all(isinstance(record["dev_bleu"], float) for record in records)
+    summary = json.loads(run.result.stdout)
+    assert summary["output_dir"] == str(run.output_dir)
+    assert summary["steps"] == records[-1]["step"] > 0
+    assert summary["epochs"] == EPOCHS and summary["stopped"] == "epochs"
+
+
+def test_train_refuses_to_replace_an_existing_run_without_resume_or_overwrite(run, tmp_path):
+    output_dir = tmp_path / "run"
+    shutil.copytree(run.output_dir, output_dir)
+    before = (output_dir / "last.pt").read_bytes()
+    result = run_cli(*train_args(run.data, output_dir))
+    line = assert_one_line_error(result, str(output_dir), "--resume", "--overwrite")
+    assert "already holds a training run" in line
+    assert (output_dir / "last.pt").read_bytes() == before
+
+
+def test_resume_and_overwrite_exclude_each_other(run, tmp_path):
+    output_dir = tmp_path / "run"
+    shutil.copytree(run.output_dir, output_dir)
+    assert_one_line_error(run_cli(*train_args(run.data, output_dir, "--resume", "--overwrite")), "--resume")
+
+
+def test_resume_continues_from_the_saved_step(resumed):
+    assert resumed["first"]["epochs"] == 1 and resumed["second"]["epochs"] == EPOCHS
+    assert resumed["second"]["steps"] > resumed["first"]["steps"] > 0
+    assert f"at step {resumed['first']['steps']}" in resumed["log"]
+
+
+def test_resumed_run_ends_with_exactly_the_weights_of_an_uninterrupted_run(run, resumed):
+    uninterrupted = torch.load(run.last, weights_only=True)
+    continued = torch.load(resumed["output_dir"] / "last.pt", weights_only=True)
+    assert uninterrupted["weights"].keys() == continued["weights"].keys()
+    for name, tensor in uninterrupted["weights"].items():
+        assert torch.equal(tensor, continued["weights"][name]), name
+    assert resumed["second"]["steps"] == json.loads(run.result.stdout)["steps"]
+
+
+def test_empty_training_rows_are_skipped_with_a_warning_and_training_runs(run, tmp_path):
+    rows = [*TINY_PAIRS, ("", "replace pump"), ("pump leak", "  ")]
+    train = tmp_path / "holes.tsv"
+    train.write_text(tsv(rows), encoding="utf-8")
+    result = run_cli(*tiny_train_command(tmp_path, run, train, "--dev", str(run.data.dev)))
+    assert result.status == 0, result.stderr
+    assert f"skipped 2 of {len(rows)} pairs" in result.stderr
+    assert (tmp_path / "out" / "last.pt").is_file()
+
+
+def _maintnet(tmp_path: Path) -> tuple[Path, list[str]]:
+    path = tmp_path / "maintnet.tsv"
+    path.write_text(tsv([(str(i), *pair) for i, pair in enumerate(TINY_PAIRS)], ("ident", "problem", "action")),
+                    encoding="utf-8")
+    return path, []
+
+
+def _jsonl(tmp_path: Path) -> tuple[Path, list[str]]:
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps({"source": s, "target": t}) + "\n" for s, t in TINY_PAIRS), encoding="utf-8")
+    return path, []
+
+
+def _aligned_text(tmp_path: Path) -> tuple[Path, list[str]]:
+    source, target = tmp_path / "pairs.src", tmp_path / "pairs.tgt"
+    source.write_text("".join(s + "\n" for s, _ in TINY_PAIRS), encoding="utf-8")
+    target.write_text("".join(t + "\n" for _, t in TINY_PAIRS), encoding="utf-8")
+    return source, ["--train-target", str(target), "--dev-target", str(target)]
+
+
+def _chosen_columns(tmp_path: Path) -> tuple[Path, list[str]]:
+    # The default columns are present but empty: reading them would leave no usable pair.
+    path = tmp_path / "columns.tsv"
+    path.write_text(tsv([(" ", " ", s, t) for s, t in TINY_PAIRS], ("source", "target", "alert", "repair")),
+                    encoding="utf-8")
+    return path, ["--source-column", "alert", "--target-column", "repair"]
+
+
+@pytest.mark.parametrize("layout", [_maintnet, _jsonl, _aligned_text, _chosen_columns],
+                         ids=["maintnet-columns", "jsonl", "aligned-text-files", "chosen-columns"])
+def test_training_reads_each_data_layout(layout, run, tmp_path):
+    train, options = layout(tmp_path)
+    result = run_cli(*tiny_train_command(tmp_path, run, train, *options))
+    assert result.status == 0, result.stderr
+    assert f"{len(TINY_PAIRS)} pairs;" in result.stderr
+    assert "skipped" not in result.stderr
+    assert (tmp_path / "out" / "last.pt").is_file()
+
+
+# translate
+
+
+def test_translate_writes_one_line_per_input_line_in_input_order(run, recommender):
+    result = translate(run, "".join(alert + "\n" for alert in ALERTS).encode())
+    assert result.status == 0, result.stderr
+    assert result.stdout_lines == [recommender.translate([alert])[0] for alert in ALERTS]
+
+
+def test_translate_without_a_final_newline_or_with_crlf_reads_the_same_lines(run):
+    plain = translate(run, "".join(alert + "\n" for alert in ALERTS).encode())
+    crlf = translate(run, "\r\n".join(ALERTS).encode())
+    assert crlf.stdout_lines == plain.stdout_lines
+
+
+def test_empty_input_line_gives_an_empty_output_line_without_shifting_the_rest(run, recommender):
+    result = translate(run, f"{ALERTS[0]}\n\n   \n{ALERTS[1]}\n".encode())
+    assert result.status == 0
+    assert result.stdout_lines == [recommender.translate([ALERTS[0]])[0], "", "", recommender.translate([ALERTS[1]])[0]]
+    assert result.error_lines == []
+
+
+def test_non_utf8_input_line_gives_an_empty_output_line_and_a_warning_naming_it(run, recommender):
+    result = translate(run, ALERTS[0].encode() + b"\n\xff\xfe pump\n" + ALERTS[1].encode() + b"\n")
+    assert result.status == 0
+    assert result.stdout_lines == [recommender.translate([ALERTS[0]])[0], "", recommender.translate([ALERTS[1]])[0]]
+    assert len(result.error_lines) == 1
+    assert "line 2" in result.error_lines[0] and "UTF-8" in result.error_lines[0]
+
+
+def test_over_long_alert_is_translated_with_a_truncation_warning_naming_the_line(run, recommender):
+    assert len(recommender.tokenizer.encode_source(LONG_ALERT)) > MAX_SOURCE_LENGTH
+    result = translate(run, f"{ALERTS[0]}\n{LONG_ALERT}\n".encode())
+    assert result.status == 0
+    assert result.stdout_lines == recommender.translate([ALERTS[0], LONG_ALERT])
+    assert len(result.error_lines) == 1
+    assert "line 2" in result.error_lines[0] and f"to {MAX_SOURCE_LENGTH} pieces" in result.error_lines[0]
+
+
+def test_n_best_prints_tab_separated_text_and_score_pairs_best_first(run):
+    result = translate(run, "".join(alert + "\n" for alert in ALERTS).encode(), "--n-best", "2", "--beam-size", "3")
+    assert result.status == 0, result.stderr
+    assert len(result.stdout_lines) == len(ALERTS)
+    for line in result.stdout_lines:
+        fields = line.split("\t")
+        assert len(fields) == 4, line
+        scores = [float(fields[1]), float(fields[3])]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_n_best_larger_than_the_beam_is_a_one_line_error(run):
+    assert_one_line_error(translate(run, b"pump\n", "--n-best", "3", "--beam-size", "2"), "n_best")
+
+
+# evaluate
+
+
+def test_evaluate_json_prints_one_object_with_scores_signatures_and_count(run):
+    result = run_cli("evaluate", "--model", str(run.best), "--data", str(run.data.dev), "--json")
+    assert result.status == 0, result.stderr
+    assert len(result.stdout_lines) == 1
+    report = json.loads(result.stdout)
+    assert all(type(report[name]) is float for name in ("bleu", "chrf", "ter"))
+    assert set(report["signature"]) == {"bleu", "chrf", "ter"}
+    assert type(report["n"]) is int and report["n"] == len(TINY_PAIRS)
+
+
+def test_evaluate_writes_the_hypotheses_it_scored(run, recommender, tmp_path):
+    hypotheses = tmp_path / "hyp.txt"
+    result = run_cli("evaluate", "--model", str(run.best), "--data", str(run.data.dev),
+                     "--hypotheses", str(hypotheses))
+    assert result.status == 0 and "BLEU" in result.stdout
+    assert hypotheses.read_text(encoding="utf-8").splitlines() == recommender.translate([s for s, _ in TINY_PAIRS])
+
+
+# errors: one line, exit status 2, naming the file
+
+
+def test_missing_training_file_is_a_one_line_error(run, tmp_path):
+    missing = tmp_path / "nope.tsv"
+    assert_one_line_error(run_cli(*tiny_train_command(tmp_path, run, missing)), str(missing), "not found")
+
+
+def test_missing_column_error_lists_the_columns_found(run, tmp_path):
+    train = tmp_path / "columns.tsv"
+    train.write_text(tsv(TINY_PAIRS, ("alert", "fix")), encoding="utf-8")
+    line = assert_one_line_error(run_cli(*tiny_train_command(tmp_path, run, train)), str(train))
+    assert "alert, fix" in line
+
+
+def test_malformed_row_error_names_its_line(run, tmp_path):
+    train = tmp_path / "bad.tsv"
+    train.write_text(tsv(TINY_PAIRS[:3]) + "pump\tfix\textra\n", encoding="utf-8")
+    assert_one_line_error(run_cli(*tiny_train_command(tmp_path, run, train)), str(train), "line 5")
+
+
+def test_non_utf8_data_file_error_names_its_line(run, tmp_path):
+    train = tmp_path / "latin1.tsv"
+    train.write_bytes(tsv(TINY_PAIRS[:3]).encode() + "pump\tcheck pump bearings \u00b0C\n".encode("latin-1"))
+    assert_one_line_error(run_cli(*tiny_train_command(tmp_path, run, train)), str(train), "line 5", "UTF-8")
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_corrupt_checkpoint_is_a_one_line_error(command, run, tmp_path):
+    checkpoint = tmp_path / "cut.pt"
+    data = run.best.read_bytes()
+    checkpoint.write_bytes(data[: len(data) // 2])
+    extra = ["--data", str(run.data.dev)] if command == "evaluate" else []
+    assert_one_line_error(run_cli(command, "--model", str(checkpoint), *extra, stdin=b"pump\n"), str(checkpoint))
+
+
+def test_unknown_key_in_a_config_file_is_a_one_line_error(run, tmp_path):
+    config = tmp_path / "typo.json"
+    config.write_text(json.dumps({"model": {"hiden_size": 8}}), encoding="utf-8")
+    result = run_cli(*tiny_train_command(tmp_path, run, run.data.dev, "--config", str(config)))
+    assert_one_line_error(result, str(config), "hiden_size")
+
+
+def test_unknown_attention_name_exits_2_listing_the_choices(run, tmp_path):
+    result = run_cli(*tiny_train_command(tmp_path, run, run.data.dev, "--attention", "luong-cosine"))
+    assert result.status == 2
+    assert "luong-cosine" in result.stderr
+    assert all(name in result.stderr for name in ATTENTION_NAMES)
+
+
+# a real process
+
+
+def test_python_m_seq2seq_translates_stdin_to_stdout(run):
+    process = subprocess.run([sys.executable, "-m", "seq2seq", "translate", "--model", str(run.best)],
+                             input="".join(alert + "\n" for alert in ALERTS[:2]).encode(),
+                             capture_output=True, cwd=ROOT, timeout=300)
+    assert process.returncode == 0, process.stderr.decode()
+    assert process.stdout.decode().split("\n")[:-1] == Recommender.from_checkpoint(run.best).translate(ALERTS[:2])
+
+
+def test_python_m_seq2seq_error_exits_2_with_one_stderr_line_and_no_traceback(run, tmp_path):
+    missing = tmp_path / "missing.pt"
+    process = subprocess.run([sys.executable, "-m", "seq2seq", "evaluate", "--model", str(missing),
+                              "--data", str(run.data.dev)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert process.returncode == 2
+    assert process.stdout == ""
+    assert process.stderr.splitlines() == [f"seq2seq: error: {missing}: checkpoint not found"]

@@ -1,0 +1,123 @@
+"""scripts/compare_attention.py on two tiny checkpoints: the scores of ``seq2seq evaluate``, a
+baseline without a p-value, p-values in (0, 1] for the others, and one-line errors."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TINY_PAIRS
+from tiny_runs import TinyRun, run_cli, trained
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "compare_attention.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("compare_attention", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def compare():
+    return load_script().main
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> list[TinyRun]:
+    root = tmp_path_factory.getbasetemp()
+    return [trained(root, "bahdanau"), trained(root, "luong-dot")]
+
+
+def run_script(main, *argv: str) -> tuple[int, str, str]:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            status = main(list(argv))
+        except SystemExit as exit:
+            status = exit.code
+    return status, stdout.getvalue(), stderr.getvalue()
+
+
+@pytest.fixture(scope="module")
+def summary(compare, runs) -> dict:
+    status, stdout, stderr = run_script(compare, "--data", str(runs[0].data.dev), "--json",
+                                        *(str(run.best) for run in runs))
+    assert status == 0, stderr
+    return json.loads(stdout)
+
+
+def test_each_model_gets_the_scores_that_seq2seq_evaluate_reports(summary, runs):
+    assert [entry["model"] for entry in summary["models"]] == [str(run.best) for run in runs]
+    assert [entry["attention"] for entry in summary["models"]] == ["bahdanau", "luong-dot"]
+    assert summary["n"] == len(TINY_PAIRS)
+    for entry, run in zip(summary["models"], runs, strict=True):
+        evaluated = json.loads(run_cli("evaluate", "--model", str(run.best), "--data", str(run.data.dev),
+                                       "--json").stdout)
+        assert (entry["bleu"]["score"], entry["chrf"]["score"], entry["ter"]) == (
+            evaluated["bleu"], evaluated["chrf"], evaluated["ter"])
+
+
+def test_baseline_has_no_p_value_and_the_other_model_has_one_per_metric(summary):
+    baseline, other = summary["models"]
+    assert summary["baseline"] == baseline["model"]
+    for metric in ("bleu", "chrf"):
+        assert baseline[metric]["p_value"] is None
+        assert 0.0 < other[metric]["p_value"] <= 1.0
+        for entry in summary["models"]:
+            assert entry[metric]["ci"] >= 0.0
+
+
+def test_signatures_name_the_test_its_samples_and_seed(summary):
+    assert set(summary["signature"]) == {"bleu", "chrf"}
+    seed = os.environ.get("SACREBLEU_SEED", "12345").lower()
+    for signature in summary["signature"].values():
+        assert "bs:1000" in signature and f"seed:{seed}" in signature
+
+
+def test_the_paired_test_is_seeded_so_reruns_agree(compare, runs, summary):
+    status, stdout, _ = run_script(compare, "--data", str(runs[0].data.dev), "--json",
+                                   *(str(run.best) for run in runs))
+    assert status == 0 and json.loads(stdout) == summary
+
+
+def test_table_has_a_row_per_model_with_its_attention(compare, runs):
+    status, stdout, _ = run_script(compare, "--data", str(runs[0].data.dev), "--beam-size", "2",
+                                   *(str(run.best) for run in runs))
+    assert status == 0
+    lines = stdout.splitlines()
+    assert lines[0].split()[:2] == ["model", "attention"]
+    assert lines[2].startswith(str(runs[0].best)) and "bahdanau" in lines[2] and "baseline" in lines[2]
+    assert lines[3].startswith(str(runs[1].best)) and "luong-dot" in lines[3]
+    assert "beam size 2" in stdout
+
+
+def test_missing_checkpoint_is_a_one_line_error_with_status_2(compare, runs, tmp_path):
+    missing = tmp_path / "missing.pt"
+    status, stdout, stderr = run_script(compare, "--data", str(runs[0].data.dev), str(runs[0].best), str(missing))
+    assert (status, stdout) == (2, "")
+    assert stderr.splitlines() == [f"compare_attention: error: {missing}: checkpoint not found"]
+
+
+def test_missing_data_file_is_a_one_line_error_with_status_2(compare, runs, tmp_path):
+    missing = tmp_path / "missing.tsv"
+    status, _, stderr = run_script(compare, "--data", str(missing), str(runs[0].best))
+    assert status == 2
+    assert stderr.splitlines() == [f"compare_attention: error: {missing}: file not found"]
+
+
+def test_script_runs_as_a_program(runs):
+    process = subprocess.run([sys.executable, str(SCRIPT), "--data", str(runs[0].data.dev), "--json",
+                              str(runs[0].best), str(runs[1].best)], capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr
+    assert len(json.loads(process.stdout)["models"]) == 2

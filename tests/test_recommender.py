@@ -1,0 +1,78 @@
+"""Recommender: input order, batching, empty alerts and the shape of every candidate's attention."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_runs import MAX_SOURCE_LENGTH, trained
+
+from seq2seq.config import SearchConfig
+from seq2seq.recommender import Recommender
+
+# Mixed lengths, one over the model's limit, a repeat, and two that differ only in case and spacing.
+ALERTS = [
+    "pump vibration high",
+    "belt worn",
+    " ".join(["compressor temperature high"] * 4),
+    "valve stuck closed",
+    "oil level low",
+    "pump vibration high",
+    "Fan   Speed LOW",
+    "fan speed low",
+    "gearbox noise high and coolant temperature high",
+    "filter clogged",
+]
+
+
+@pytest.fixture(scope="module")
+def recommender(tmp_path_factory) -> Recommender:
+    return Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
+
+
+def test_recommendations_keep_input_order_whatever_the_batch_size(recommender):
+    one_by_one = recommender.recommend(ALERTS, batch_size=1)
+    assert [r.alert for r in one_by_one] == ALERTS
+    texts = [r.text for r in one_by_one]
+    for batch_size in (2, 3, 64):
+        assert [r.text for r in recommender.recommend(ALERTS, batch_size=batch_size)] == texts
+    assert [r.text for r in recommender.recommend(ALERTS[::-1])] == texts[::-1]
+
+
+def test_alerts_differing_only_in_case_and_spacing_get_the_same_recommendation(recommender):
+    first, second = recommender.recommend(["Fan   Speed LOW", "fan speed low"])
+    assert first.source_pieces == second.source_pieces
+    assert first.text == second.text
+
+
+@pytest.mark.parametrize("empty", ["", "   ", "\t\n", "\u00a0"])
+def test_empty_or_whitespace_alert_gives_an_empty_recommendation_with_a_warning(recommender, empty):
+    before, result, after = recommender.recommend([ALERTS[0], empty, ALERTS[1]])
+    assert result.text == "" and result.candidates == [] and result.source_pieces == []
+    assert result.warning == "empty alert"
+    assert [before.text, after.text] == recommender.translate([ALERTS[0], ALERTS[1]])
+
+
+def test_over_long_alert_is_truncated_to_the_model_limit_with_a_warning(recommender):
+    result = recommender.recommend([ALERTS[2]])[0]
+    assert len(result.source_pieces) == MAX_SOURCE_LENGTH and result.source_pieces[-1] == "</s>"
+    assert "truncated" in result.warning and f"to {MAX_SOURCE_LENGTH} pieces" in result.warning
+    assert recommender.recommend([ALERTS[0]])[0].warning is None
+
+
+@pytest.mark.parametrize("config", [SearchConfig(beam_size=1), SearchConfig(beam_size=4, n_best=4)],
+                         ids=["greedy", "beam"])
+def test_candidate_attention_is_target_pieces_by_source_pieces_and_rows_sum_to_one(recommender, config):
+    for result in recommender.recommend(ALERTS, config):
+        assert 1 <= len(result.candidates) <= config.n_best
+        for candidate in result.candidates:
+            assert candidate.attention.shape == (len(candidate.target_pieces), len(result.source_pieces))
+            sums = candidate.attention.sum(dim=-1)
+            assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
+
+
+def test_n_best_candidates_are_sorted_by_score_and_the_first_is_the_recommendation(recommender):
+    for result in recommender.recommend(ALERTS, SearchConfig(beam_size=4, n_best=3)):
+        scores = [candidate.score for candidate in result.candidates]
+        assert len(scores) == 3
+        assert scores == sorted(scores, reverse=True)
+        assert result.text == result.candidates[0].text and result.score == scores[0]

@@ -1,0 +1,119 @@
+"""Tiny translators trained through ``seq2seq.cli.main`` once per test session.
+
+Training dominates the cost of the CLI, recommender and comparison tests, so each attention type
+is trained at most once per session (under pytest's session temporary folder) and shared; a test
+that changes a run's files works on a copy. ``run_cli`` runs the CLI in process, the way a shell
+would: stdin from bytes, stdout and stderr captured, argparse's exit turned into a status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import TINY_PAIRS
+
+from seq2seq.cli import main
+
+MAX_SOURCE_LENGTH = 10  # pieces; small, so that an over-long alert is easy to write
+EPOCHS = 3
+TINY_CONFIG = {
+    "model": {"embed_size": 16, "encoder_hidden": 16, "decoder_hidden": 32, "attention_hidden": 16,
+              "max_source_length": MAX_SOURCE_LENGTH},
+    "train": {"batch_tokens": 60, "learning_rate": 0.01},
+    "tokenizer": {"vocab_size": 80},
+}
+
+
+@dataclass(frozen=True)
+class CliResult:
+    status: int
+    stdout: str
+    stderr: str
+
+    @property
+    def stdout_lines(self) -> list[str]:
+        return self.stdout.split("\n")[:-1] if self.stdout else []
+
+    @property
+    def error_lines(self) -> list[str]:
+        """Non-blank stderr lines (progress bars end in carriage returns, not newlines)."""
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class TinyData:
+    train: Path  # TINY_PAIRS four times (120 pairs)
+    dev: Path  # TINY_PAIRS once
+    config: Path  # TINY_CONFIG as JSON
+
+
+@dataclass(frozen=True)
+class TinyRun:
+    output_dir: Path
+    data: TinyData
+    result: CliResult  # of the training command
+
+    @property
+    def best(self) -> Path:
+        return self.output_dir / "best.pt"
+
+    @property
+    def last(self) -> Path:
+        return self.output_dir / "last.pt"
+
+
+def run_cli(*argv: str, stdin: bytes = b"") -> CliResult:
+    """``seq2seq.cli.main(argv)`` with ``stdin`` as its standard input; status, stdout and stderr."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    saved_stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                status = main(list(argv))
+            except SystemExit as exit:  # argparse
+                status = exit.code if isinstance(exit.code, int) else 1
+    finally:
+        sys.stdin = saved_stdin
+    return CliResult(status, stdout.getvalue(), stderr.getvalue())
+
+
+def tsv(pairs, header=("source", "target")) -> str:
+    return "".join("\t".join(row) + "\n" for row in [header, *pairs])
+
+
+def tiny_data(folder: Path) -> TinyData:
+    """The tiny training, dev and config files in ``folder`` (written once)."""
+    data = TinyData(folder / "train.tsv", folder / "dev.tsv", folder / "config.json")
+    if not data.config.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        data.train.write_text(tsv(TINY_PAIRS * 4), encoding="utf-8")
+        data.dev.write_text(tsv(TINY_PAIRS), encoding="utf-8")
+        data.config.write_text(json.dumps(TINY_CONFIG), encoding="utf-8")
+    return data
+
+
+def train_args(data: TinyData, output_dir: Path, *extra: str) -> list[str]:
+    """A ``train`` command line on the tiny data (CPU, default seed); ``extra`` adds or overrides options."""
+    return ["train", "--train", str(data.train), "--dev", str(data.dev), "--config", str(data.config),
+            "--output-dir", str(output_dir), "--device", "cpu", "--epochs", str(EPOCHS), *extra]
+
+
+_RUNS: dict[tuple[Path, str], TinyRun] = {}
+
+
+def trained(root: Path, attention: str = "bahdanau") -> TinyRun:
+    """A run of ``EPOCHS`` epochs with ``attention`` under ``root``, trained on first use only."""
+    key = (root, attention)
+    if key not in _RUNS:
+        data = tiny_data(root / "tiny-data")
+        output_dir = root / f"tiny-{attention}"
+        result = run_cli(*train_args(data, output_dir, "--attention", attention))
+        assert result.status == 0, result.stderr
+        _RUNS[key] = TinyRun(output_dir, data, result)
+    return _RUNS[key]
