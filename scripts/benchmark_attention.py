@@ -26,7 +26,7 @@ import torch
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.cli import configs
 from seq2seq.config import SearchConfig
-from seq2seq.data import read_parallel
+from seq2seq.corpus import read_parallel
 from seq2seq.evaluate import evaluate_corpus
 from seq2seq.recommender import Recommender
 from seq2seq.train import build_trainer

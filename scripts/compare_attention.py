@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from sacrebleu.significance import PairedTest, Result
 
 from seq2seq.config import SearchConfig
-from seq2seq.data import ParallelCorpus, read_parallel
+from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.errors import Seq2SeqError
 from seq2seq.evaluate import Scores, evaluate_corpus, metrics
 from seq2seq.recommender import Recommender

@@ -109,7 +109,7 @@ def configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, Tokeniz
 
 
 def read_corpus(path: str, target: str | None, args: argparse.Namespace):
-    from seq2seq.data import read_parallel
+    from seq2seq.corpus import read_parallel
 
     corpus = read_parallel(path, args.source_column, args.target_column, target)
     if corpus.skipped:
@@ -118,7 +118,7 @@ def read_corpus(path: str, target: str | None, args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from seq2seq.data import EMBEDDED_DATA
+    from seq2seq.corpus import EMBEDDED_DATA
     from seq2seq.train import build_trainer
 
     model_config, train_config, tokenizer_config = configs(args)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from seq2seq.config import SearchConfig
-from seq2seq.data import ParallelCorpus
+from seq2seq.corpus import ParallelCorpus
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.tokenizer import normalize
 

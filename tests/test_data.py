@@ -1,4 +1,4 @@
-import json
+"""Encoded datasets, masks, batches and the token-budget sampler."""
 
 import pytest
 import torch
@@ -6,175 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
-from seq2seq.data import (
-    EMBEDDED_DATA,
-    Batch,
-    Example,
-    ParallelDataset,
-    TokenBatchSampler,
-    collate,
-    lengths_to_mask,
-    read_parallel,
-    source_batch,
-)
-from seq2seq.errors import DataError
+from seq2seq.corpus import Example
+from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate, lengths_to_mask, source_batch
 from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID
-
-
-def pairs_of(corpus):
-    return [(example.source, example.target) for example in corpus.examples]
-
-
-def one_line_error(call, *args, **kwargs) -> str:
-    with pytest.raises(DataError) as error:
-        call(*args, **kwargs)
-    message = str(error.value)
-    assert message and "\n" not in message
-    return message
-
-
-# reading: every format round-trips
-
-
-def test_embedded_data_points_at_the_repository_data_folder():
-    assert EMBEDDED_DATA.name == "data" and (EMBEDDED_DATA.parent / "seq2seq" / "data.py").is_file()
-
-
-def test_tsv_round_trips_pairs_with_physical_line_numbers(tmp_tsv, tiny_pairs):
-    corpus = read_parallel(tmp_tsv(tiny_pairs))
-    assert pairs_of(corpus) == tiny_pairs
-    assert [example.line for example in corpus.examples] == list(range(2, len(tiny_pairs) + 2))
-    assert corpus.skipped == []
-
-
-def test_csv_round_trips_quoted_commas_quotes_and_newlines(write_file):
-    text = 'id,source,target\n1,"pump, main","say ""hi"""\n2,"two\nlines",fix it\n3,fan hot,cool fan\n'
-    corpus = read_parallel(write_file("pairs.csv", text))
-    assert pairs_of(corpus) == [("pump, main", 'say "hi"'), ("two\nlines", "fix it"), ("fan hot", "cool fan")]
-    assert [example.line for example in corpus.examples] == [2, 3, 5]
-
-
-def test_jsonl_round_trips_and_ignores_extra_keys_and_blank_lines(write_file, tiny_pairs):
-    lines = [json.dumps({"id": i, "source": s, "target": t}) for i, (s, t) in enumerate(tiny_pairs)]
-    corpus = read_parallel(write_file("pairs.jsonl", "\n".join(lines[:3]) + "\n\n" + "\n".join(lines[3:])))
-    assert pairs_of(corpus) == tiny_pairs
-    assert corpus.examples[3].line == 5
-
-
-def test_aligned_src_and_tgt_files_round_trip(write_file, tiny_pairs):
-    source = write_file("pairs.src", "\n".join(s for s, _ in tiny_pairs) + "\n")
-    write_file("pairs.tgt", "\n".join(t for _, t in tiny_pairs) + "\n")
-    assert pairs_of(read_parallel(source)) == tiny_pairs
-
-
-def test_aligned_files_with_an_explicit_target_path_round_trip(write_file, tiny_pairs):
-    source = write_file("alerts.txt", "\n".join(s for s, _ in tiny_pairs))
-    target = write_file("advice.txt", "\n".join(t for _, t in tiny_pairs))
-    assert pairs_of(read_parallel(source, target_path=target)) == tiny_pairs
-
-
-def test_maintnet_header_ident_problem_action_is_picked_automatically(tmp_tsv):
-    rows = [("17", "PUMP LEAKING", "REPLACED SEAL"), ("18", "FAN NOISY", "LUBED FAN")]
-    corpus = read_parallel(tmp_tsv(rows, header=("ident", "problem", "action")))
-    assert pairs_of(corpus) == [("PUMP LEAKING", "REPLACED SEAL"), ("FAN NOISY", "LUBED FAN")]
-
-
-def test_explicit_columns_win_and_names_match_ignoring_case(tmp_tsv):
-    path = tmp_tsv([("a", "b", "c")], header=("Source", "Alt", "TARGET"))
-    assert pairs_of(read_parallel(path)) == [("a", "c")]
-    assert pairs_of(read_parallel(path, source_column="alt", target_column="Source")) == [("b", "a")]
-
-
-def test_tsv_keeps_stray_double_quotes_and_reads_the_next_lines(tmp_tsv):
-    rows = [('BOLT 1/2" LOOSE', "TIGHTENED BOLT"), ('"B" NUT MISSING', 'REPLACED 3/4" NUT'), ("FAN", "FIXED")]
-    corpus = read_parallel(tmp_tsv(rows))
-    assert pairs_of(corpus) == rows
-    assert [example.line for example in corpus.examples] == [2, 3, 4]
-
-
-def test_crlf_line_endings_and_a_byte_order_mark_are_accepted(write_file):
-    path = write_file("pairs.tsv", b"\xef\xbb\xbfsource\ttarget\r\npump hot\tcool pump\r\n")
-    assert pairs_of(read_parallel(path)) == [("pump hot", "cool pump")]
-
-
-def test_raw_text_is_kept_only_stripped(tmp_tsv):
-    corpus = read_parallel(tmp_tsv([("  PUMP   Hot ", " Cool  the pump ")]))
-    assert corpus.examples == [Example("PUMP   Hot", "Cool  the pump", 2)]
-
-
-def test_empty_pairs_are_skipped_counted_and_reported(tmp_tsv):
-    rows = [("pump hot", "cool pump"), ("", "orphan"), ("fan hot", " \u3000 "), ("fan", "fix")]
-    corpus = read_parallel(tmp_tsv(rows))
-    assert pairs_of(corpus) == [("pump hot", "cool pump"), ("fan", "fix")]
-    assert corpus.skipped == [(3, "empty source"), (4, "empty target")]
-    assert "skipped 2 of 4 pairs" in corpus.summary() and "lines 3, 4" in corpus.summary()
-
-
-# reading: every bad input is a one-line DataError naming the file and the line
-
-
-def test_missing_file_is_reported(tmp_path):
-    assert one_line_error(read_parallel, tmp_path / "x.tsv") == f"{tmp_path / 'x.tsv'}: file not found"
-
-
-def test_missing_column_lists_the_columns_found(tmp_tsv):
-    path = tmp_tsv([("1", "a", "b")], header=("ident", "problem", "action"))
-    message = one_line_error(read_parallel, path, source_column="src")
-    assert message == f"{path}: no column 'src' (columns found: ident, problem, action)"
-
-
-def test_missing_default_columns_name_both_defaults(tmp_tsv):
-    message = one_line_error(read_parallel, tmp_tsv([("a", "b")], header=("alert", "target")))
-    assert "'source' or 'problem'" in message and "alert, target" in message
-
-
-@pytest.mark.parametrize(
-    ("name", "content", "expected"),
-    [
-        ("x.tsv", "source\ttarget\tid\na\tb\t1\nc\td\n", "line 3: expected 3 tab-separated fields, found 2"),
-        ("x.csv", "source,target\na,b,c\n", "line 2: expected 2 comma-separated fields, found 3"),
-        ("x.csv", 'source,target\na,b\n"open,never closed\n', "line 3: malformed comma-separated record"),
-        ("x.tsv", "source\ttarget\na\rb\tc\n", "line 2: malformed tab-separated record"),
-        ("x.jsonl", '{"source": "a", "target": "b"}\n{"source": "a",\n', "line 2: invalid JSON"),
-        ("x.jsonl", '{"source": "a", "target": "b"}\n["a", "b"]\n', "line 2: expected a JSON object"),
-        ("x.jsonl", '{"source": "a", "target": "b"}\n{"source": "a"}\n', "line 2: no key 'target'"),
-        ("x.jsonl", '{"source": "a", "target": 7}\n', "line 1: 'target' must be a string, found a number"),
-        ("x.jsonl", '{"alert": "a", "target": "b"}\n', "line 1: no key 'source' or 'problem'"),
-        ("x.tsv", "", "empty file"),
-        ("x.tsv", "source\ttarget\n", "no usable pairs"),
-        ("x.tsv", "source\ttarget\n\t\n \tb\n", "no usable pairs (all 2 have an empty source or target)"),
-        ("x.src", "a\n", "unknown format"),
-        ("x.xlsx", "a\n", "unknown format"),
-    ],
-)
-def test_malformed_input_is_a_one_line_data_error_naming_file_and_line(write_file, name, content, expected):
-    path = write_file(name, content)
-    message = one_line_error(read_parallel, path)
-    assert message.startswith(f"{path}: ")
-    assert expected in message
-
-
-def test_invalid_utf8_names_line_byte_and_character_column(write_file):
-    path = write_file("x.tsv", b"source\ttarget\nok\tfine\n" + "né\t".encode() + b"\xff bad\n")
-    assert one_line_error(read_parallel, path) == f"{path}: line 3: not valid UTF-8 (byte 0xff at column 4)"
-
-
-def test_aligned_files_with_different_line_counts_are_rejected(write_file):
-    source = write_file("x.src", "a\nb\nc\n")
-    target = write_file("x.tgt", "a\nb\n")
-    message = one_line_error(read_parallel, source)
-    assert str(source) in message and str(target) in message and "line 3" in message
-
-
-def test_blank_lines_in_aligned_files_are_skipped_pairs_not_misalignment(write_file):
-    source = write_file("x.src", "pump hot\n\nfan hot\n")
-    write_file("x.tgt", "cool pump\norphan\ncool fan\n")
-    corpus = read_parallel(source)
-    assert [example.line for example in corpus.examples] == [1, 3]
-    assert corpus.skipped == [(2, "empty source")]
-
-
-# masks
 
 
 @given(st.lists(st.integers(0, 12), min_size=1, max_size=8), st.integers(0, 4))
@@ -287,10 +121,14 @@ def test_batch_to_moves_every_tensor_and_keeps_the_token_count(items):
     assert isinstance(moved, Batch) and moved.n_tokens == 10
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs CUDA")
-def test_dataloader_can_pin_batches(items):
-    batch = next(iter(DataLoader(items, batch_size=3, collate_fn=collate, pin_memory=True)))
-    assert isinstance(batch, Batch) and batch.src.is_pinned() and batch.tgt_mask.is_pinned()
+def test_pin_memory_pins_every_tensor_and_keeps_the_token_count(items, monkeypatch):
+    """DataLoader(pin_memory=True) calls Batch.pin_memory(); pinning itself needs CUDA, so record the calls."""
+    pinned = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda tensor: pinned.append(tensor) or tensor)
+    batch = collate(items)
+    result = batch.pin_memory()
+    assert isinstance(result, Batch) and result.n_tokens == batch.n_tokens
+    assert len(pinned) == 6 and any(t is batch.src_mask for t in pinned) and any(t is batch.tgt_out for t in pinned)
 
 
 def test_dataloader_with_the_token_sampler_yields_budgeted_batches(tokenizer, tiny_pairs):

@@ -7,7 +7,7 @@ import sacrebleu
 from conftest import TINY_PAIRS
 
 from seq2seq.config import ModelConfig, SearchConfig
-from seq2seq.data import Example, ParallelCorpus
+from seq2seq.corpus import Example, ParallelCorpus
 from seq2seq.evaluate import evaluate_corpus, score_corpus
 from seq2seq.model import build_model
 from seq2seq.recommender import Recommender
