@@ -85,17 +85,23 @@ class Trainer:
                                       "best_step": 0, "bad_validations": 0, "train_tokens": 0,
                                       "train_seconds": 0.0}
         self.epoch_start_generator = self.batch_generator.get_state()
+        # Mixed precision on CUDA: float16 autocast with loss scaling (cuDNN runs GRUs in fp16 on
+        # every CUDA generation; bf16 GRUs need a recent cuDNN).
         self.amp = device.type == "cuda"
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
 
     # -- state ---------------------------------------------------------------------------
     def training_state(self) -> dict[str, Any]:
         return {**self.state, "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict(),
                 "epoch_start_generator": self.epoch_start_generator,
                 "forcing_generator": self.forcing_generator.get_state(), "torch_rng": torch.get_rng_state()}
 
     def load_training_state(self, saved: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
+        if saved.get("scaler"):
+            self.scaler.load_state_dict(saved["scaler"])
         self.epoch_start_generator = saved["epoch_start_generator"]
         self.forcing_generator.set_state(saved["forcing_generator"])
         torch.set_rng_state(saved["torch_rng"])
@@ -169,13 +175,15 @@ class Trainer:
         if self.config.teacher_forcing < 1.0:
             draws = torch.rand(batch.tgt_in.shape, generator=self.forcing_generator)
             feed_mask = (draws < self.config.teacher_forcing).to(self.device)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
+        with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
             logits, _ = self.model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, feed_mask)
         loss, nll = token_loss(logits, batch.tgt_out, batch.tgt_mask, self.config.label_smoothing)
         self.optimizer.zero_grad(set_to_none=True)
-        (loss / batch.n_tokens).backward()
+        self.scaler.scale(loss / batch.n_tokens).backward()
+        self.scaler.unscale_(self.optimizer)
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_grad_norm)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         if self.config.schedule == "warmup":
             self.scheduler.step()
         return loss.item() / batch.n_tokens, nll.item() / batch.n_tokens, batch.n_tokens
