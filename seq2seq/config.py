@@ -71,6 +71,30 @@ class SearchConfig:
     max_length_extra: int = 10  # pieces allowed beyond the ratio, for very short alerts
 
 
+@dataclass(frozen=True)
+class RulConfig:
+    window: int = 30  # W, cycles per window; shorter histories are left-padded and masked
+    rul_cap: int = 125  # piecewise-linear RUL target: min(remaining cycles, cap)
+    critical_below: int = 30  # health "critical" when RUL <= this many cycles
+    degrading_below: int = 80  # "degrading" when RUL <= this, else "healthy"
+    conv_channels: int = 32  # Conv1d feature maps over time
+    kernel_size: int = 5  # Conv1d kernel width in cycles (odd, "same" padding)
+    lstm_hidden: int = 64  # per direction; the BiLSTM output is 2 x this
+    lstm_layers: int = 1  # BiLSTM layers
+    attention_hidden: int = 32  # width of the additive temporal attention's score layer
+    dropout: float = 0.2  # after the convolution and before the heads
+    health_weight: float = 0.3  # multi-task loss = MSE(RUL / cap) + health_weight x cross-entropy(health)
+    epochs: int = 60  # upper bound on passes over the training windows
+    max_minutes: float = 0.0  # wall-clock budget for training; 0 = none
+    batch_size: int = 256  # windows per batch
+    learning_rate: float = 1e-3  # AdamW
+    weight_decay: float = 1e-4  # AdamW decoupled weight decay
+    patience: int = 10  # validations without RMSE improvement before stopping early
+    validation_engines: int = 20  # whole engines held out of training for model selection
+    seed: int = 1  # seeds initialisation, the engine split and shuffling
+    device: str = "auto"  # auto | cpu | cuda
+
+
 def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     """Build ``cls`` from ``data``; an unknown key or a value of the wrong type is a ConfigError."""
     if not isinstance(data, dict):
