@@ -1,0 +1,31 @@
+"""Heatmap figures show exactly the attention matrix, labelled with the pieces."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from seq2seq.heatmap import heatmap_figure, recommendation_figures
+from seq2seq.recommender import Candidate, Recommendation
+
+
+def candidate(rows: int, cols: int, text: str = "inspect pump bearings") -> Candidate:
+    weights = torch.softmax(torch.randn(rows, cols, generator=torch.Generator().manual_seed(0)), dim=-1)
+    return Candidate(text, -0.5, [f"\u2581t{i}" for i in range(rows - 1)] + ["</s>"], weights)
+
+
+def test_heatmap_cells_are_the_attention_matrix_with_piece_labels():
+    source = ["\u2581pump", "\u2581vibration", "\u2581high", "</s>"]
+    cand = candidate(5, 4)
+    figure = heatmap_figure(source, cand)
+    axes, colorbar = figure.axes
+    np.testing.assert_allclose(axes.images[0].get_array(), cand.attention.numpy())
+    assert [t.get_text() for t in axes.get_xticklabels()] == ["pump", "vibration", "high", "</s>"]
+    assert [t.get_text() for t in axes.get_yticklabels()] == ["t0", "t1", "t2", "t3", "</s>"]
+    assert colorbar.get_ylabel() == "attention weight"
+
+
+def test_one_figure_per_candidate_in_order():
+    rec = Recommendation("pump vibration high", ["a", "b", "</s>"], [candidate(3, 3, "x"), candidate(2, 3, "y")])
+    figures = recommendation_figures(rec)
+    assert [f.axes[0].get_title() for f in figures] == ["1. x", "2. y"]
