@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict, load_config_file
 from seq2seq.errors import Seq2SeqError
+from seq2seq.rul.cli import add_rul_parser, run_rul
 
 # CLI flag -> (config section, field); flags left unset keep the config file's value or the default.
 OVERRIDES = {
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-column")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--hypotheses", help="also write the translations to this file")
+    add_rul_parser(commands)
     return parser
 
 
@@ -203,7 +205,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    run = {"train": run_train, "translate": run_translate, "evaluate": run_evaluate}[args.command]
+    run = {"train": run_train, "translate": run_translate, "evaluate": run_evaluate, "rul": run_rul}[args.command]
     try:
         return run(args)
     except Seq2SeqError as err:

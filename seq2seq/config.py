@@ -121,7 +121,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
 
 
 def load_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Read a JSON config file with optional sections ``model``, ``train``, ``tokenizer``, ``search``."""
+    """Read a JSON config file with optional sections ``model``, ``train``, ``tokenizer``, ``search``, ``rul``."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -129,7 +129,7 @@ def load_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
         raise ConfigError(f"{path}: config file not found") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ConfigError(f"{path}: not valid UTF-8 JSON ({err})") from None
-    sections = {"model", "train", "tokenizer", "search"}
+    sections = {"model", "train", "tokenizer", "search", "rul"}
     if not isinstance(data, dict) or set(data) - sections:
         raise ConfigError(f"{path}: expected an object with sections {', '.join(sorted(sections))}")
     return data
