@@ -1,0 +1,138 @@
+"""``seq2seq rul train | evaluate | alerts``: the sensor side on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from seq2seq.config import RulConfig, from_dict, load_config_file
+from seq2seq.errors import ConfigError
+
+
+def add_rul_parser(commands: argparse._SubParsersAction) -> None:
+    rul = commands.add_parser("rul", help="remaining-useful-life model on C-MAPSS data, and its alerts")
+    sub = rul.add_subparsers(dest="rul_command", required=True)
+    p = sub.add_parser("train", help="train the RUL model (default data: synthetic engines)")
+    p.add_argument("--data", help="C-MAPSS training file (train_FD00x.txt); default: 100 synthetic engines")
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--config", help="JSON file with a section 'rul' of RulConfig fields")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--max-minutes", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p = sub.add_parser("evaluate", help="RMSE and PHM08 score on an official test set")
+    p.add_argument("--model", required=True)
+    p.add_argument("--test", required=True, help="test_FD00x.txt (truncated histories)")
+    p.add_argument("--rul", required=True, help="RUL_FD00x.txt (true RUL of each test engine)")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("alerts", help="RUL, health and alerts per engine, optionally with recommendations")
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True, help="a C-MAPSS-format file of engine histories")
+    p.add_argument("--engine", type=int, help="only this unit")
+    p.add_argument("--translator", help="a translator checkpoint: adds a recommendation per alert")
+    p.add_argument("--beam-size", type=int, default=1)
+    p.add_argument("--json", action="store_true")
+
+
+def rul_config(args: argparse.Namespace) -> RulConfig:
+    values = dict(load_config_file(args.config).get("rul", {})) if args.config else {}
+    for flag, key in (("epochs", "epochs"), ("max_minutes", "max_minutes"), ("seed", "seed"), ("device", "device")):
+        if getattr(args, flag) is not None:
+            values[key] = getattr(args, flag)
+    return from_dict(RulConfig, values, f"{args.config or 'options'}: rul")
+
+
+def run_rul(args: argparse.Namespace) -> int:
+    return {"train": run_train, "evaluate": run_evaluate, "alerts": run_alerts}[args.rul_command](args)
+
+
+def split_engines(engines: list, config: RulConfig) -> tuple[list, list]:
+    """Hold out ``config.validation_engines`` whole engines (seeded) for model selection."""
+    if len(engines) <= config.validation_engines:
+        raise ConfigError(f"{len(engines)} engines, need more than validation_engines ({config.validation_engines})")
+    order = np.random.default_rng(config.seed).permutation(len(engines))
+    held = set(order[: config.validation_engines].tolist())
+    return ([e for i, e in enumerate(engines) if i not in held], [e for i, e in enumerate(engines) if i in held])
+
+
+def train_on_engines(engines: list, config: RulConfig, output_dir: Path, log=print):
+    """Split, fit the preprocessing on the training engines only, train; returns (result, validation windows)."""
+    from seq2seq.rul.preprocess import Preprocessor, training_set, truncated_windows
+    from seq2seq.rul.train import train_rul
+
+    train, valid = split_engines(engines, config)
+    preprocessor = Preprocessor.fit(train, config)
+    log(f"{len(train)} training and {len(valid)} validation engines, {preprocessor.n_features} of 21 sensors kept")
+    valid_windows = truncated_windows(valid, preprocessor, config)
+    result = train_rul(training_set(train, preprocessor, config), valid_windows, config, preprocessor.n_features,
+                       output_dir, preprocessor.state_dict(), log)
+    return result, valid_windows
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from seq2seq.rul.cmapss import read_cmapss
+    from seq2seq.rul.synthetic import synthetic_engines
+
+    config = rul_config(args)
+    engines = read_cmapss(args.data) if args.data else synthetic_engines(100, seed=config.seed)
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"data: {args.data or 'synthetic engines'}")
+    result, _ = train_on_engines(engines, config, Path(args.output_dir), log)
+    print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from seq2seq.pipeline import EngineMonitor
+    from seq2seq.rul.cmapss import read_cmapss, read_rul
+    from seq2seq.rul.evaluate import evaluate_windows
+    from seq2seq.rul.preprocess import last_windows
+
+    monitor = EngineMonitor.from_checkpoint(args.model)
+    engines = read_cmapss(args.test)
+    true_rul = read_rul(args.rul, len(engines))
+    windows = last_windows(engines, monitor.preprocessor, monitor.config, final_rul=true_rul)
+    scores = evaluate_windows(monitor.model, windows)
+    if args.json:
+        print(json.dumps(scores.to_json()))
+    else:
+        print(f"RMSE {scores.rmse:.2f}  PHM08 score {scores.score:.1f}  ({scores.n_engines} engines)")
+    return 0
+
+
+def run_alerts(args: argparse.Namespace) -> int:
+    from seq2seq.config import SearchConfig
+    from seq2seq.pipeline import EngineMonitor
+    from seq2seq.recommender import Recommender
+    from seq2seq.rul.cmapss import read_cmapss
+
+    monitor = EngineMonitor.from_checkpoint(args.model)
+    engines = read_cmapss(args.data)
+    if args.engine is not None:
+        units = [e.unit for e in engines]
+        engines = [e for e in engines if e.unit == args.engine]
+        if not engines:
+            raise ConfigError(f"{args.data}: no engine {args.engine} (units {min(units)}..{max(units)})")
+    recommender = Recommender.from_checkpoint(args.translator) if args.translator else None
+    search = SearchConfig(beam_size=args.beam_size)
+    rows = []
+    for engine in engines:
+        report = monitor.analyse(engine, recommender, search)
+        row = {"engine": report.unit, "rul": round(report.rul, 1), "health": report.health,
+               "alerts": report.alert_lines()}
+        if recommender is not None:
+            row["recommendations"] = [r.text for r in report.recommendations]
+        rows.append(row)
+        if not args.json:
+            print(f"engine {row['engine']}: RUL {row['rul']:.0f} cycles, {row['health']}")
+            for i, line in enumerate(row["alerts"]):
+                advice = f"  ->  {row['recommendations'][i]}" if recommender is not None else ""
+                print(f"  {line}{advice}")
+    if args.json:
+        print(json.dumps(rows))
+    return 0
