@@ -1,0 +1,269 @@
+"""From engines to model inputs: RUL targets, health states, sensor scaling and windows of cycles.
+
+Shapes: L cycles of one engine, N windows, W window (cycles), F kept sensors.
+
+The standard C-MAPSS protocol (Saxena et al. 2008; e.g. Zheng et al. 2017, "Long Short-Term Memory
+Network for Remaining Useful Life Estimation"): the RUL target is capped piecewise-linearly
+(``min(remaining, cap)``), sensors constant on the training data are dropped, the others are
+z-scored with statistics of the training engines only, and the model sees windows of W cycles.
+Operational settings are not used: FD001 runs at one operating condition.
+
+A window ending at cycle index ``e`` holds cycles ``e - W + 1 .. e``; an engine with fewer than
+W cycles of history there is LEFT-padded with zero rows, and its mask (True = real cycle, the
+project's one mask convention) is False on the padding, so the newest cycle is always last.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from seq2seq.catalog import SENSORS
+from seq2seq.config import RulConfig
+from seq2seq.errors import CheckpointError, DataError
+from seq2seq.rul.cmapss import Engine
+
+HEALTH_STATES = ("healthy", "degrading", "critical")  # index = class id
+HEALTHY, DEGRADING, CRITICAL = range(len(HEALTH_STATES))
+# A sensor is constant when its standard deviation on the training data is below this fraction of
+# its recording resolution (the smallest step between two distinct recorded values): what varies is
+# then rounding, not signal. FD001's sensor 6 (P15) reads 21.61 and, in 2% of rows, 21.60: its
+# standard deviation is 0.14 steps. The least varying informative sensor, htBleed, spreads 1.5 steps.
+RESOLUTION_FRACTION = 0.5
+
+
+def health_state(rul: float, config: RulConfig) -> int:
+    """The health class id of a remaining life: CRITICAL <= critical_below < DEGRADING <= degrading_below < HEALTHY."""
+    if rul <= config.critical_below:
+        return CRITICAL
+    return DEGRADING if rul <= config.degrading_below else HEALTHY
+
+
+def health_states(rul: np.ndarray, config: RulConfig) -> np.ndarray:
+    """``health_state`` of every element: (N,) float -> (N,) int64."""
+    rul = np.asarray(rul)
+    states = np.full(rul.shape, HEALTHY, dtype=np.int64)
+    states[rul <= config.degrading_below] = DEGRADING
+    states[rul <= config.critical_below] = CRITICAL
+    return states
+
+
+def rul_targets(engine_length: int, cap: float, final_rul: float = 0) -> np.ndarray:
+    """Remaining cycles after each of L cycles, ``min(remaining, cap)``: (L,) float64.
+
+    ``final_rul`` is the remaining life after the last cycle: 0 for an engine run to failure, the
+    true RUL of a truncated test engine.
+    """
+    return np.minimum(_remaining(engine_length, final_rul), cap)
+
+
+def _remaining(engine_length: int, final_rul: float) -> np.ndarray:
+    if engine_length < 1:
+        raise ValueError(f"engine_length must be at least 1, got {engine_length}")
+    if not (math.isfinite(final_rul) and final_rul >= 0):
+        raise ValueError(f"final_rul must be a finite number >= 0, got {final_rul}")
+    return np.arange(engine_length - 1, -1, -1, dtype=np.float64) + final_rul  # (L,)
+
+
+@dataclass(frozen=True)
+class Preprocessor:
+    """Which sensors the model reads and how they are scaled; fitted on training engines only."""
+
+    kept_sensors: list[int]  # 1-based sensor indices, increasing; F of them
+    mean: list[float]  # (F,) training mean of each kept sensor
+    std: list[float]  # (F,) training standard deviation (population) of each kept sensor, > 0
+    window: int  # W, cycles per window the model was trained with
+
+    @classmethod
+    def fit(cls, engines: Sequence[Engine], config: RulConfig) -> Preprocessor:
+        """Keep the sensors that vary on ``engines`` (see RESOLUTION_FRACTION) and z-score them."""
+        if not engines:
+            raise DataError("no training engines to fit the preprocessing on")
+        _check_finite(engines)
+        sensors = np.concatenate([engine.sensors for engine in engines])  # (sum L, 21)
+        kept = [k for k in range(1, len(SENSORS) + 1) if _varies(sensors[:, k - 1])]
+        if not kept:
+            raise DataError("no sensor varies on the training engines")
+        columns = sensors[:, np.array(kept) - 1]  # (sum L, F)
+        return cls(kept, columns.mean(axis=0).tolist(), columns.std(axis=0).tolist(), config.window)
+
+    @property
+    def n_features(self) -> int:
+        """F, the number of kept sensors."""
+        return len(self.kept_sensors)
+
+    def transform(self, engine: Engine) -> np.ndarray:
+        """The kept sensors of ``engine``, z-scored: (L, F) float32. NaN or inf is a DataError."""
+        _check_finite([engine])
+        columns = engine.sensors[:, np.array(self.kept_sensors) - 1]  # (L, F)
+        return ((columns - np.array(self.mean)) / np.array(self.std)).astype(np.float32)
+
+    def state_dict(self) -> dict:
+        """Plain lists, ints and floats, for a checkpoint."""
+        return {"kept_sensors": list(self.kept_sensors), "mean": list(self.mean), "std": list(self.std),
+                "window": self.window}
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> Preprocessor:
+        """The preprocessor saved by ``state_dict``; a malformed state is a CheckpointError."""
+        where = "checkpoint preprocessor state"
+        keys = ("kept_sensors", "mean", "std", "window")
+        if not isinstance(state, dict) or set(state) != set(keys):
+            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise CheckpointError(f"{where}: expected keys {', '.join(keys)}, got {got}")
+        kept, mean, std, window = (state[key] for key in keys)
+        if not (isinstance(kept, list) and kept and all(_is_int(k) and 1 <= k <= len(SENSORS) for k in kept)
+                and kept == sorted(set(kept))):
+            raise CheckpointError(f"{where}: kept_sensors must be increasing sensor numbers 1..21, got {kept!r}")
+        for name, values in (("mean", mean), ("std", std)):
+            if not (isinstance(values, list) and len(values) == len(kept)
+                    and all(_is_number(v) and math.isfinite(v) for v in values)):
+                raise CheckpointError(f"{where}: {name} must be {len(kept)} finite numbers, got {values!r}")
+        if any(s <= 0 for s in std):
+            raise CheckpointError(f"{where}: std must be positive, got {std!r}")
+        if not (_is_int(window) and window >= 1):
+            raise CheckpointError(f"{where}: window must be a whole number >= 1, got {window!r}")
+        return cls(list(kept), [float(m) for m in mean], [float(s) for s in std], window)
+
+
+def windows(values: np.ndarray, ends: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """The W cycles ending at (and including) each index of ``ends``, left-padded with zeros.
+
+    values (L, F), ends (N,) indices into L -> x (N, W, F) float32, mask (N, W) bool with True on
+    real cycles: ``mask[i].sum() == min(ends[i] + 1, W)`` and ``x[i, -1] == values[ends[i]]``.
+    """
+    L, F = values.shape
+    ends = np.asarray(ends, dtype=np.int64)
+    if window < 1:
+        raise ValueError(f"window must be at least 1, got {window}")
+    if ends.size and (ends.min() < 0 or ends.max() >= L):
+        raise ValueError(f"window ends must be cycle indices in 0..{L - 1}, got {ends.min()}..{ends.max()}")
+    padded = np.concatenate([np.zeros((window - 1, F), dtype=np.float32), values.astype(np.float32)])  # (W-1+L, F)
+    rows = ends[:, None] + np.arange(window)  # (N, W) rows of padded; padded row r is cycle r - (W - 1)
+    return padded[rows], rows >= window - 1  # (N, W, F), (N, W)
+
+
+@dataclass
+class RulWindows:
+    """N windows of sensor cycles with their targets; indexing gives a tuple of the fields, as TensorDataset."""
+
+    x: Tensor  # (N, W, F) float32, z-scored sensors, zero on padding
+    mask: Tensor  # (N, W) bool, True = real cycle
+    rul: Tensor  # (N,) float32, remaining cycles after the window's last cycle, capped
+    health: Tensor  # (N,) long, class id in HEALTH_STATES, from the uncapped remaining life
+    unit: Tensor  # (N,) long, engine number
+    cycle: Tensor  # (N,) long, cycle number (from the file) of the window's last cycle
+
+    def __post_init__(self) -> None:
+        sizes = {name: len(getattr(self, name)) for name in ("x", "mask", "rul", "health", "unit", "cycle")}
+        if len(set(sizes.values())) != 1:
+            raise ValueError(f"RulWindows fields differ in length: {sizes}")
+
+    def __len__(self) -> int:
+        return len(self.rul)
+
+    def __getitem__(self, index: int) -> tuple[Tensor, ...]:
+        return self.x[index], self.mask[index], self.rul[index], self.health[index], self.unit[index], self.cycle[index]
+
+    def subset(self, indices: Sequence[int] | Tensor | np.ndarray) -> RulWindows:
+        """The windows at ``indices``, in that order."""
+        index = torch.as_tensor(np.asarray(indices), dtype=torch.long)
+        return RulWindows(self.x[index], self.mask[index], self.rul[index], self.health[index],
+                          self.unit[index], self.cycle[index])
+
+
+def training_set(engines: Sequence[Engine], preprocessor: Preprocessor, config: RulConfig) -> RulWindows:
+    """One window ending at every cycle of every engine, each run to failure."""
+    return _windows_at(engines, preprocessor, config, [np.arange(e.length) for e in engines], [0.0] * len(engines))
+
+
+def last_windows(
+    engines: Sequence[Engine],
+    preprocessor: Preprocessor,
+    config: RulConfig,
+    final_rul: Sequence[float] | np.ndarray | None = None,
+) -> RulWindows:
+    """One window per engine, ending at its last cycle; ``final_rul`` (N,) true RULs, default 0 (run to failure)."""
+    final = np.zeros(len(engines)) if final_rul is None else np.asarray(final_rul, dtype=np.float64)
+    if final.shape != (len(engines),):
+        raise ValueError(f"final_rul has shape {final.shape}, expected ({len(engines)},)")
+    ends = [np.array([engine.length - 1]) for engine in engines]
+    return _windows_at(engines, preprocessor, config, ends, final.tolist())
+
+
+def truncated_windows(
+    engines: Sequence[Engine],
+    preprocessor: Preprocessor,
+    config: RulConfig,
+    fractions: Sequence[float] = (0.3, 0.5, 0.7, 0.9),
+) -> RulWindows:
+    """Windows ending after each fraction of the life of run-to-failure engines (held out for model selection).
+
+    The window for fraction f ends at cycle index ``ceil(f * L) - 1``; an index two fractions share is kept once.
+    """
+    if not fractions or any(not 0 < f <= 1 for f in fractions):
+        raise ValueError(f"fractions must lie in (0, 1], got {tuple(fractions)}")
+    ends = [np.unique([max(math.ceil(f * e.length) - 1, 0) for f in fractions]) for e in engines]
+    return _windows_at(engines, preprocessor, config, ends, [0.0] * len(engines))
+
+
+def _windows_at(
+    engines: Sequence[Engine],
+    preprocessor: Preprocessor,
+    config: RulConfig,
+    ends: Sequence[np.ndarray],
+    final_rul: Sequence[float],
+) -> RulWindows:
+    """Windows of ``preprocessor.window`` cycles ending at ``ends[i]`` of engine i, failing ``final_rul[i]`` later."""
+    if not engines:
+        raise DataError("no engines to make windows from")
+    xs, masks, remaining, units, cycles = [], [], [], [], []
+    for engine, engine_ends, final in zip(engines, ends, final_rul, strict=True):
+        x, mask = windows(preprocessor.transform(engine), engine_ends, preprocessor.window)  # (n, W, F), (n, W)
+        xs.append(x)
+        masks.append(mask)
+        remaining.append(_remaining(engine.length, final)[engine_ends])  # (n,)
+        units.append(np.full(len(engine_ends), engine.unit))
+        cycles.append(engine.cycles[engine_ends])
+    remaining_all = np.concatenate(remaining)  # (N,)
+    return RulWindows(
+        x=torch.from_numpy(np.concatenate(xs)),  # (N, W, F)
+        mask=torch.from_numpy(np.concatenate(masks)),  # (N, W)
+        rul=torch.from_numpy(np.minimum(remaining_all, config.rul_cap).astype(np.float32)),
+        health=torch.from_numpy(health_states(remaining_all, config)),
+        unit=torch.from_numpy(np.concatenate(units).astype(np.int64)),
+        cycle=torch.from_numpy(np.concatenate(cycles).astype(np.int64)),
+    )
+
+
+def _varies(column: np.ndarray) -> bool:
+    """Whether a sensor's spread exceeds rounding: std >= RESOLUTION_FRACTION x its smallest recorded step."""
+    distinct = np.unique(column)
+    if len(distinct) < 2:
+        return False
+    return bool(column.std() >= RESOLUTION_FRACTION * np.diff(distinct).min())
+
+
+def _check_finite(engines: Sequence[Engine]) -> None:
+    for engine in engines:
+        bad = ~np.isfinite(engine.sensors)  # (L, 21)
+        if bad.any():
+            row, column = np.argwhere(bad)[0]
+            symbol = SENSORS[column].symbol
+            raise DataError(
+                f"engine {engine.unit}: cycle {engine.cycles[row]}: sensor {column + 1} ({symbol}) is "
+                f"{engine.sensors[row, column]} (readings must be finite numbers)"
+            )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
