@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import torch
+
 from seq2seq.errors import ConfigError
 
 T = TypeVar("T")
@@ -133,3 +135,14 @@ def load_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
     if not isinstance(data, dict) or set(data) - sections:
         raise ConfigError(f"{path}: expected an object with sections {', '.join(sorted(sections))}")
     return data
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto -> CUDA when present, else CPU; cuda without a GPU is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: no CUDA device is available (use --device auto or cpu)")
+    if name not in ("cpu", "cuda"):
+        raise ConfigError(f"unknown device {name!r}; valid: auto, cpu, cuda")
+    return torch.device(name)

@@ -13,9 +13,8 @@ import torch
 from torch import Tensor
 
 from seq2seq.checkpoint import load_model
-from seq2seq.config import SearchConfig
+from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.data import source_batch
-from seq2seq.errors import ConfigError
 from seq2seq.model import Seq2Seq
 from seq2seq.search import Hypothesis, search
 from seq2seq.tokenizer import EOS_ID, Tokenizer
@@ -47,17 +46,6 @@ class Recommendation:
     @property
     def score(self) -> float:
         return self.candidates[0].score if self.candidates else float("nan")
-
-
-def resolve_device(name: str) -> torch.device:
-    """auto -> CUDA when present, else CPU; cuda without a GPU is an error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda: no CUDA device is available (use --device auto or cpu)")
-    if name not in ("cpu", "cuda"):
-        raise ConfigError(f"unknown device {name!r}; valid: auto, cpu, cuda")
-    return torch.device(name)
 
 
 class Recommender:

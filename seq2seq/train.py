@@ -23,13 +23,13 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from seq2seq.checkpoint import read_checkpoint, restore, save_checkpoint
-from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig
+from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import score_corpus
 from seq2seq.model import Seq2Seq, build_model, count_parameters
-from seq2seq.recommender import Recommender, resolve_device
+from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import Tokenizer
 
 SCHEDULES = ("plateau", "warmup")

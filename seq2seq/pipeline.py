@@ -1,0 +1,121 @@
+"""Sensors -> alerts -> recommendations, in one call.
+
+``EngineMonitor.from_checkpoint(rul.pt).analyse(engine, recommender)`` takes one engine's sensor
+history and returns its remaining useful life, health state, the temporal attention over its last
+window, the alerts that attention points at (catalog phrases) and, with a translator, one
+recommendation per alert with its own alignment matrix. Figures are matplotlib ``Figure`` objects.
+
+Shapes: L cycles of history, W window cycles, F kept sensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from seq2seq.config import RulConfig, SearchConfig
+from seq2seq.recommender import Recommendation, Recommender
+from seq2seq.rul.alerts import Alert, engine_alerts
+from seq2seq.rul.cmapss import Engine
+from seq2seq.rul.evaluate import predict
+from seq2seq.rul.model import RulModel
+from seq2seq.rul.preprocess import HEALTH_STATES, Preprocessor, windows
+from seq2seq.rul.train import load_rul_checkpoint
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    unit: int
+    rul: float  # predicted remaining useful life at the last cycle, in cycles
+    health: str  # one of HEALTH_STATES
+    health_probabilities: dict[str, float]
+    window_cycles: list[int]  # the real cycles of the last window, oldest first
+    attention: list[float]  # the model's temporal attention over those cycles (sums to 1)
+    rul_trend: list[tuple[int, float]]  # (cycle, predicted RUL) over the whole history
+    deviations: dict[str, float]  # attention-weighted signed deviation per kept sensor symbol
+    window_values: dict[str, list[float]]  # normalised value of each kept sensor over the window
+    alerts: list[Alert]
+    recommendations: list[Recommendation] = field(default_factory=list)  # one per alert, same order
+
+    def alert_lines(self) -> list[str]:
+        return [alert.line(self.health) for alert in self.alerts]
+
+
+class EngineMonitor:
+    """A trained RUL model with the preprocessing it was trained with."""
+
+    def __init__(self, model: RulModel, config: RulConfig, preprocessor: Preprocessor) -> None:
+        self.model, self.config, self.preprocessor = model.eval(), config, preprocessor
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path) -> EngineMonitor:
+        model, config, preprocessor_state = load_rul_checkpoint(path)
+        return cls(model, config, Preprocessor.from_state_dict(preprocessor_state))
+
+    def analyse(self, engine: Engine, recommender: Recommender | None = None,
+                search: SearchConfig | None = None) -> EngineReport:
+        values = self.preprocessor.transform(engine)  # (L, F)
+        L = values.shape[0]
+        x, mask = windows(values, np.arange(L), self.preprocessor.window)  # (L, W, F), (L, W)
+        output = predict(self.model, torch.from_numpy(x), torch.from_numpy(mask))
+        real = torch.from_numpy(mask[-1])
+        attention = output.attention[-1][real].double().numpy()  # (n,)
+        probabilities = torch.softmax(output.health_logits[-1].float(), dim=-1).tolist()
+        health = HEALTH_STATES[int(np.argmax(probabilities))]
+        kept = self.preprocessor.kept_sensors
+        alerts, deviations = engine_alerts(values, engine.cycles, attention, kept)
+        n = attention.shape[0]
+        symbols = list(deviations)
+        recommendations = []
+        if recommender is not None and alerts:
+            recommendations = recommender.recommend([alert.phrase for alert in alerts], search)
+        return EngineReport(
+            unit=engine.unit, rul=float(output.rul[-1]), health=health,
+            health_probabilities=dict(zip(HEALTH_STATES, probabilities, strict=True)),
+            window_cycles=[int(c) for c in engine.cycles[L - n:]], attention=attention.tolist(),
+            rul_trend=[(int(c), float(r)) for c, r in zip(engine.cycles, output.rul.tolist(), strict=True)],
+            deviations=deviations,
+            window_values={s: values[L - n:, i].tolist() for i, s in enumerate(symbols)},
+            alerts=alerts, recommendations=recommendations)
+
+
+def attention_figure(report: EngineReport) -> Figure:
+    """Top: predicted RUL over the history with the window shaded. Bottom: temporal attention over the
+    last window, with the alerting sensors' normalised trends on a second axis."""
+    figure = Figure(figsize=(8, 6), layout="constrained")
+    trend_axes, window_axes = figure.subplots(2, 1)
+    cycles, ruls = zip(*report.rul_trend, strict=True)
+    trend_axes.plot(cycles, ruls, color="tab:blue", label="predicted RUL")
+    trend_axes.axvspan(report.window_cycles[0], report.window_cycles[-1], color="tab:orange", alpha=0.15,
+                       label="last window")
+    trend_axes.set(xlabel="cycle", ylabel="RUL (cycles)",
+                   title=f"engine {report.unit}: RUL {report.rul:.0f} cycles, {report.health}")
+    trend_axes.legend(loc="upper right", fontsize=8)
+    window_axes.bar(report.window_cycles, report.attention, color="tab:orange", alpha=0.6, label="attention")
+    window_axes.set(xlabel="cycle", ylabel="attention weight")
+    sensor_axes = window_axes.twinx()
+    for alert in report.alerts:
+        sensor_axes.plot(report.window_cycles, report.window_values[alert.symbol], label=alert.symbol)
+    sensor_axes.set_ylabel("normalised sensor value")
+    if report.alerts:
+        sensor_axes.legend(loc="upper left", fontsize=8)
+    return figure
+
+
+def deviation_figure(report: EngineReport) -> Figure:
+    """Attention-weighted deviation of every kept sensor from the engine's early cycles; alerts in red."""
+    figure = Figure(figsize=(7, 4.5), layout="constrained")
+    axes = figure.add_subplot()
+    symbols = list(report.deviations)
+    alerting = {alert.symbol for alert in report.alerts}
+    colours = ["tab:red" if s in alerting else "tab:gray" for s in symbols]
+    axes.barh(symbols, [report.deviations[s] for s in symbols], color=colours)
+    axes.axvline(0.0, color="black", linewidth=0.8)
+    axes.invert_yaxis()
+    axes.set(xlabel="weighted deviation (training standard deviations)",
+             title=f"engine {report.unit}: what the alerts came from")
+    return figure

@@ -1,0 +1,192 @@
+"""Training the RUL model: multi-task loss, AdamW, clipping, early stopping on validation RMSE,
+a wall-clock budget, atomic best/last checkpoints and a JSONL metrics log.
+
+Randomness is seeded from ``RulConfig.seed``: torch's global generator (initialisation, dropout)
+and a separate generator that owns the order of the training windows. Two runs with the same
+seed on the same device give the same weights.
+
+Checkpoint layout (plain types only, so ``torch.load(weights_only=True)`` reads it):
+    format_version  int, FORMAT_VERSION
+    kind            "rul-model"
+    config          dict of RulConfig fields
+    n_features      int, F
+    preprocessor    the data layer's preprocessor state (plain types), used to prepare new data
+    weights         the model's state_dict
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.utils.data import TensorDataset
+from tqdm import tqdm
+
+from seq2seq.config import RulConfig, from_dict, resolve_device
+from seq2seq.errors import CheckpointError, ConfigError
+from seq2seq.rul.evaluate import Windows, evaluate_windows
+from seq2seq.rul.model import RulModel, RulOutput, build_rul_model
+from seq2seq.serialization import read_checkpoint, save_atomic
+
+FORMAT_VERSION = 1
+KIND = "rul-model"
+REQUIRED_KEYS = ("config", "n_features", "preprocessor", "weights")
+CLIP_GRAD_NORM = 1.0  # maximum gradient L2 norm; RulConfig has no field for it
+
+
+class Split(Windows, Protocol):
+    """Windows with their health classes: health (N,) long in {0 healthy, 1 degrading, 2 critical}."""
+
+    health: Tensor
+
+
+@dataclass(frozen=True)
+class RulTrainResult:
+    best_rmse: float  # validation RMSE (cycles) of best.pt
+    best_epoch: int  # epoch that wrote best.pt
+    epochs: int  # epochs run, the last one possibly cut short by max_minutes
+    seconds: float  # wall-clock training time
+    parameters: int  # trainable parameters
+    stopped: str  # why training ended: epochs | patience | max_minutes
+
+
+def rul_loss(output: RulOutput, rul: Tensor, health: Tensor, config: RulConfig) -> tuple[Tensor, dict[str, Tensor]]:
+    """loss = MSE(predicted RUL / cap, target RUL / cap) + health_weight x cross-entropy(health).
+
+    The regression is the task; the health class is an auxiliary one derived from the same RUL
+    thresholds, which pushes the features to separate the healthy, degrading and critical
+    regimes. Dividing by the cap puts the MSE on a [0, 1] scale (about 0.01 at 12 cycles RMSE),
+    while the cross-entropy starts near ln 3 = 1.1; a weight below 1 (0.3 by default) keeps the
+    auxiliary task from dominating the gradient once the regression error is small.
+    Returns the loss and its detached parts ``rul_mse`` and ``health_ce``.
+    """
+    cap = float(config.rul_cap)
+    rul_mse = F.mse_loss(output.rul / cap, rul.to(output.rul.dtype) / cap)
+    health_ce = F.cross_entropy(output.health_logits, health)
+    loss = rul_mse + config.health_weight * health_ce
+    return loss, {"rul_mse": rul_mse.detach(), "health_ce": health_ce.detach()}
+
+
+def save_rul_checkpoint(path: str | Path, model: RulModel, config: RulConfig,
+                        preprocessor_state: dict[str, Any]) -> None:
+    """Write a self-describing checkpoint atomically (temporary sibling, fsync, rename)."""
+    save_atomic({
+        "format_version": FORMAT_VERSION,
+        "kind": KIND,
+        "config": dataclasses.asdict(config),
+        "n_features": model.n_features,
+        "preprocessor": preprocessor_state,
+        "weights": {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()},
+    }, path)
+
+
+def load_rul_checkpoint(path: str | Path) -> tuple[RulModel, RulConfig, dict[str, Any]]:
+    """Model (eval mode, on the CPU), its config and the preprocessor state saved with it."""
+    path = Path(path)
+    payload = read_checkpoint(path, KIND, FORMAT_VERSION, REQUIRED_KEYS)
+    try:
+        config = from_dict(RulConfig, payload["config"], where=f"{path}: config")
+        n_features = payload["n_features"]
+        if not isinstance(n_features, int) or isinstance(n_features, bool):
+            raise ConfigError(f"{path}: n_features must be a whole number, got {n_features!r}")
+        model = build_rul_model(config, n_features)
+    except ConfigError as err:
+        raise CheckpointError(str(err)) from None
+    try:
+        model.load_state_dict(payload["weights"], strict=True)
+    except (RuntimeError, TypeError, AttributeError) as err:
+        detail = " ".join(str(err).split())
+        raise CheckpointError(f"{path}: weights do not match the config ({detail[:200]})") from None
+    if not isinstance(payload["preprocessor"], dict):
+        raise CheckpointError(f"{path}: preprocessor must be an object, got {type(payload['preprocessor']).__name__}")
+    return model.eval(), config, payload["preprocessor"]
+
+
+def _train_epoch(model: RulModel, data: TensorDataset, optimizer: torch.optim.Optimizer, config: RulConfig,
+                 generator: torch.Generator, deadline: float, desc: str) -> tuple[dict[str, float], bool]:
+    """One pass over ``data`` in seeded random order; returns mean loss parts and whether time ran out."""
+    model.train()
+    n = len(data)
+    order = torch.randperm(n, generator=generator).to(data.tensors[0].device)  # (N,)
+    sums = {"loss": 0.0, "rul_mse": 0.0, "health_ce": 0.0}
+    seen, out_of_time = 0, False
+    with tqdm(total=n, desc=desc, unit="win", leave=False, mininterval=1.0) as bar:
+        for index in order.split(config.batch_size):
+            x, mask, rul, health = data[index]
+            loss, parts = rul_loss(model(x, mask), rul, health, config)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
+            optimizer.step()
+            size = int(index.shape[0])
+            for name, value in (("loss", loss.detach()), *parts.items()):
+                sums[name] += float(value) * size
+            seen += size
+            bar.update(size)
+            bar.set_postfix(loss=f"{sums['loss'] / seen:.4f}", refresh=False)
+            if time.monotonic() > deadline:
+                out_of_time = True
+                break
+    return {name: total / seen for name, total in sums.items()}, out_of_time
+
+
+def _check_split(split: Split, name: str, n_features: int) -> None:
+    if split.x.ndim != 3 or split.x.shape[-1] != n_features:
+        raise ConfigError(f"{name} windows must be (N, W, {n_features}), got {tuple(split.x.shape)}")
+    if split.x.shape[0] == 0:
+        raise ConfigError(f"{name} split has no windows")
+
+
+def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, output_dir: str | Path,
+              preprocessor_state: dict[str, Any], log: Callable[[str], None] = print) -> RulTrainResult:
+    """Train on ``train``, select by RMSE on ``valid``; writes best.pt, last.pt and metrics.jsonl."""
+    _check_split(train, "training", n_features)
+    _check_split(valid, "validation", n_features)
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(config.device)
+    torch.manual_seed(config.seed)
+    generator = torch.Generator().manual_seed(config.seed)
+    model = build_rul_model(config, n_features).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    data = TensorDataset(train.x.float().to(device), train.mask.bool().to(device),
+                         train.rul.float().to(device), train.health.long().to(device))
+    parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    log(f"training a {parameters:,}-parameter RUL model on {len(data)} windows ({device}), "
+        f"validating on {valid.x.shape[0]}")
+    start = time.monotonic()
+    deadline = start + config.max_minutes * 60 if config.max_minutes > 0 else math.inf
+    best_rmse, best_epoch, stopped, epoch = math.inf, 0, "epochs", 0
+    with (output_dir / "metrics.jsonl").open("w", encoding="utf-8") as metrics:
+        for epoch in range(1, config.epochs + 1):
+            parts, out_of_time = _train_epoch(model, data, optimizer, config, generator, deadline,
+                                              f"epoch {epoch}/{config.epochs}")
+            scores = evaluate_windows(model, valid)
+            improved = scores.rmse < best_rmse
+            if improved:
+                best_rmse, best_epoch = scores.rmse, epoch
+                save_rul_checkpoint(output_dir / "best.pt", model, config, preprocessor_state)
+            record = {"epoch": epoch, **parts, "valid_rmse": scores.rmse, "valid_score": scores.score,
+                      "best_rmse": best_rmse, "seconds": time.monotonic() - start}
+            metrics.write(json.dumps(record) + "\n")
+            metrics.flush()
+            log(f"epoch {epoch}: loss {parts['loss']:.4f}  valid RMSE {scores.rmse:.2f}  "
+                f"score {scores.score:.1f}  best {best_rmse:.2f} (epoch {best_epoch})")
+            if not improved and epoch - best_epoch >= config.patience:
+                stopped = "patience"
+                break
+            if out_of_time:
+                stopped = "max_minutes"
+                break
+    save_rul_checkpoint(output_dir / "last.pt", model, config, preprocessor_state)
+    return RulTrainResult(best_rmse=best_rmse, best_epoch=best_epoch, epochs=epoch,
+                          seconds=time.monotonic() - start, parameters=parameters, stopped=stopped)
