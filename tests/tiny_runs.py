@@ -117,3 +117,41 @@ def trained(root: Path, attention: str = "bahdanau") -> TinyRun:
         assert result.status == 0, result.stderr
         _RUNS[key] = TinyRun(output_dir, data, result)
     return _RUNS[key]
+
+
+RUL_CONFIG = {"rul": {"conv_channels": 8, "lstm_hidden": 8, "attention_hidden": 8, "epochs": 3, "batch_size": 128,
+                      "validation_engines": 5, "learning_rate": 0.005}}
+DRIFT_UNIT, DRIFT_SENSOR = 1, "T30"
+
+
+@dataclass(frozen=True)
+class TinyRul:
+    output_dir: Path
+    train: Path  # C-MAPSS-format synthetic history, unit DRIFT_UNIT with an extra DRIFT_SENSOR drift
+    test: Path  # truncated histories
+    rul: Path  # their true remaining lives
+    config: Path
+    result: CliResult
+
+
+def trained_rul(root: Path) -> TinyRul:
+    """A tiny RUL model trained through ``seq2seq rul train`` on 30 synthetic engines, once per session."""
+    from seq2seq.rul.cmapss import write_cmapss, write_rul
+    from seq2seq.rul.synthetic import synthetic_engines, synthetic_test_set
+
+    folder = root / "tiny-rul"
+    run = TinyRul(folder / "run", folder / "train_SYN.txt", folder / "test_SYN.txt", folder / "RUL_SYN.txt",
+                  folder / "config.json", CliResult(0, "", ""))
+    if (run.output_dir / "best.pt").is_file():
+        return run
+    folder.mkdir(parents=True, exist_ok=True)
+    write_cmapss(run.train, synthetic_engines(30, seed=3, min_life=60, max_life=120,
+                                              drift={DRIFT_UNIT: {DRIFT_SENSOR: 12.0}}))
+    test_engines, true_rul = synthetic_test_set(10, seed=3, min_life=60, max_life=120)
+    write_cmapss(run.test, test_engines)
+    write_rul(run.rul, true_rul)
+    run.config.write_text(json.dumps(RUL_CONFIG), encoding="utf-8")
+    result = run_cli("rul", "train", "--data", str(run.train), "--output-dir", str(run.output_dir),
+                     "--config", str(run.config), "--device", "cpu")
+    assert result.status == 0, result.stderr
+    return TinyRul(run.output_dir, run.train, run.test, run.rul, run.config, result)

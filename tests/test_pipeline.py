@@ -1,0 +1,76 @@
+"""Sensors -> alerts -> recommendations in one call, with the figures people look at."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tiny_runs import DRIFT_SENSOR, DRIFT_UNIT, trained, trained_rul
+
+from seq2seq.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
+from seq2seq.heatmap import recommendation_figures
+from seq2seq.pipeline import EngineMonitor, attention_figure, deviation_figure
+from seq2seq.recommender import Recommender
+from seq2seq.rul.cmapss import read_cmapss
+from seq2seq.rul.preprocess import HEALTH_STATES
+
+CATALOG = {sensor_alert(s.symbol, d, k) for s in SENSORS for d in DIRECTIONS for k in STRENGTHS}
+
+
+@pytest.fixture(scope="module")
+def rul_run(tmp_path_factory):
+    return trained_rul(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="module")
+def monitor(rul_run) -> EngineMonitor:
+    return EngineMonitor.from_checkpoint(rul_run.output_dir / "best.pt")
+
+
+@pytest.fixture(scope="module")
+def reports(rul_run, monitor, tmp_path_factory):
+    recommender = Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
+    return {engine.unit: monitor.analyse(engine, recommender) for engine in read_cmapss(rul_run.train)[:6]}
+
+
+def test_report_holds_rul_health_and_attention_over_the_last_window(reports, monitor):
+    for report in reports.values():
+        assert report.rul >= 0 and report.health in HEALTH_STATES
+        assert sum(report.health_probabilities.values()) == pytest.approx(1.0, abs=1e-5)
+        assert len(report.attention) == len(report.window_cycles) == min(monitor.preprocessor.window,
+                                                                         len(report.rul_trend))
+        assert sum(report.attention) == pytest.approx(1.0, abs=1e-5)
+        assert report.window_cycles[-1] == report.rul_trend[-1][0]
+
+
+def test_alerts_are_catalog_phrases_and_name_the_drifted_sensor(reports):
+    drifted = reports[DRIFT_UNIT]
+    assert drifted.alerts and drifted.alerts[0].symbol == DRIFT_SENSOR and drifted.alerts[0].direction == "up"
+    for report in reports.values():
+        assert all(alert.phrase in CATALOG for alert in report.alerts)
+        assert report.alert_lines() == [f"{report.health}: {a.phrase}" for a in report.alerts]
+
+
+def test_each_alert_gets_a_recommendation_with_its_own_heatmap(reports):
+    drifted = reports[DRIFT_UNIT]
+    assert len(drifted.recommendations) == len(drifted.alerts)
+    for alert, recommendation in zip(drifted.alerts, drifted.recommendations, strict=True):
+        assert recommendation.alert == alert.phrase and recommendation.text
+        figure = recommendation_figures(recommendation)[0]
+        np.testing.assert_allclose(figure.axes[0].images[0].get_array(), recommendation.candidates[0].attention)
+
+
+def test_without_a_translator_there_are_alerts_but_no_recommendations(rul_run, monitor):
+    engine = read_cmapss(rul_run.train)[DRIFT_UNIT - 1]
+    report = monitor.analyse(engine)
+    assert report.alerts and report.recommendations == []
+
+
+def test_figures_show_the_attention_the_trend_and_the_deviations(reports):
+    report = reports[DRIFT_UNIT]
+    trend_axes, window_axes, sensor_axes = attention_figure(report).axes
+    assert len(trend_axes.lines[0].get_xdata()) == len(report.rul_trend)
+    heights = [bar.get_height() for bar in window_axes.patches]
+    np.testing.assert_allclose(heights, report.attention)
+    assert [line.get_label() for line in sensor_axes.lines] == [a.symbol for a in report.alerts]
+    bars = deviation_figure(report).axes[0]
+    assert [t.get_text() for t in bars.get_yticklabels()] == list(report.deviations)

@@ -1,0 +1,78 @@
+"""``seq2seq rul train | evaluate | alerts`` end to end on synthetic engines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tiny_runs import DRIFT_SENSOR, DRIFT_UNIT, RUL_CONFIG, run_cli, trained, trained_rul
+
+from seq2seq.catalog import sensor
+
+
+@pytest.fixture(scope="module")
+def rul_run(tmp_path_factory):
+    return trained_rul(tmp_path_factory.getbasetemp())
+
+
+def test_train_writes_checkpoints_metrics_and_a_json_summary(rul_run):
+    summary = json.loads(rul_run.result.stdout_lines[-1]) if rul_run.result.stdout else None
+    for name in ("best.pt", "last.pt", "metrics.jsonl"):
+        assert (rul_run.output_dir / name).is_file()
+    if summary is not None:  # the session may have trained it for another module already
+        assert summary["best_rmse"] > 0 and summary["parameters"] > 0
+
+
+def test_train_defaults_to_synthetic_engines(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 1}}), encoding="utf-8")
+    result = run_cli("rul", "train", "--output-dir", str(tmp_path / "run"), "--config", str(config))
+    assert result.status == 0, result.stderr
+    assert "synthetic engines" in result.stderr and (tmp_path / "run" / "best.pt").is_file()
+
+
+def test_evaluate_json_scores_one_prediction_per_test_engine(rul_run):
+    result = run_cli("rul", "evaluate", "--model", str(rul_run.output_dir / "best.pt"), "--test", str(rul_run.test),
+                     "--rul", str(rul_run.rul), "--json")
+    assert result.status == 0, result.stderr
+    scores = json.loads(result.stdout)
+    assert scores["n_engines"] == 10 and scores["rmse"] > 0 and scores["score"] > 0
+
+
+def test_alerts_json_lists_engines_with_recommendations_in_alert_order(rul_run, tmp_path_factory):
+    translator = trained(tmp_path_factory.getbasetemp()).best
+    result = run_cli("rul", "alerts", "--model", str(rul_run.output_dir / "best.pt"), "--data", str(rul_run.train),
+                     "--translator", str(translator), "--json")
+    assert result.status == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [row["engine"] for row in rows] == list(range(1, 31))
+    for row in rows:
+        assert set(row) == {"engine", "rul", "health", "alerts", "recommendations"}
+        assert len(row["recommendations"]) == len(row["alerts"])
+        assert all(line.startswith(f"{row['health']}: ") for line in row["alerts"])
+    assert sensor(DRIFT_SENSOR).phrase in rows[DRIFT_UNIT - 1]["alerts"][0]
+
+
+def test_alerts_for_one_engine_as_text(rul_run):
+    result = run_cli("rul", "alerts", "--model", str(rul_run.output_dir / "best.pt"), "--data", str(rul_run.train),
+                     "--engine", str(DRIFT_UNIT))
+    assert result.status == 0, result.stderr
+    assert result.stdout_lines[0].startswith(f"engine {DRIFT_UNIT}: RUL ")
+    assert sensor(DRIFT_SENSOR).phrase in result.stdout_lines[1]
+
+
+@pytest.mark.parametrize("case", ["unknown engine", "bad data file", "corrupt model"])
+def test_bad_input_is_one_line_and_exit_2(rul_run, tmp_path, case):
+    model, data = str(rul_run.output_dir / "best.pt"), str(rul_run.train)
+    extra = []
+    if case == "unknown engine":
+        extra = ["--engine", "999"]
+    elif case == "bad data file":
+        data = str(tmp_path / "bad.txt")
+        (tmp_path / "bad.txt").write_text("1 1 0.1 0.2\n", encoding="utf-8")
+    else:
+        model = str(tmp_path / "corrupt.pt")
+        (tmp_path / "corrupt.pt").write_bytes(b"not a checkpoint")
+    result = run_cli("rul", "alerts", "--model", model, "--data", data, *extra)
+    assert result.status == 2
+    assert len(result.error_lines) == 1 and result.error_lines[0].startswith("seq2seq: error: ")
