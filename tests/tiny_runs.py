@@ -119,7 +119,7 @@ def trained(root: Path, attention: str = "bahdanau") -> TinyRun:
     return _RUNS[key]
 
 
-RUL_CONFIG = {"rul": {"conv_channels": 8, "lstm_hidden": 8, "attention_hidden": 8, "epochs": 3, "batch_size": 128,
+RUL_CONFIG = {"rul": {"conv_channels": 8, "lstm_hidden": 8, "attention_hidden": 8, "epochs": 12, "batch_size": 128,
                       "validation_engines": 5, "learning_rate": 0.005}}
 DRIFT_UNIT, DRIFT_SENSOR = 1, "T30"
 
@@ -145,9 +145,9 @@ def trained_rul(root: Path) -> TinyRul:
     if (run.output_dir / "best.pt").is_file():
         return run
     folder.mkdir(parents=True, exist_ok=True)
-    write_cmapss(run.train, synthetic_engines(30, seed=3, min_life=60, max_life=120,
+    write_cmapss(run.train, synthetic_engines(30, seed=3, min_life=130, max_life=200,
                                               drift={DRIFT_UNIT: {DRIFT_SENSOR: 12.0}}))
-    test_engines, true_rul = synthetic_test_set(10, seed=3, min_life=60, max_life=120)
+    test_engines, true_rul = synthetic_test_set(10, seed=3, min_life=130, max_life=200)
     write_cmapss(run.test, test_engines)
     write_rul(run.rul, true_rul)
     run.config.write_text(json.dumps(RUL_CONFIG), encoding="utf-8")

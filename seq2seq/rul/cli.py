@@ -124,7 +124,7 @@ def run_alerts(args: argparse.Namespace) -> int:
     for engine in engines:
         report = monitor.analyse(engine, recommender, search)
         row = {"engine": report.unit, "rul": round(report.rul, 1), "health": report.health,
-               "alerts": report.alert_lines()}
+               "alerts": report.alert_lines(), "alert_cycles": [alert.cycle for alert in report.alerts]}
         if recommender is not None:
             row["recommendations"] = [r.text for r in report.recommendations]
         rows.append(row)
@@ -132,7 +132,7 @@ def run_alerts(args: argparse.Namespace) -> int:
             print(f"engine {row['engine']}: RUL {row['rul']:.0f} cycles, {row['health']}")
             for i, line in enumerate(row["alerts"]):
                 advice = f"  ->  {row['recommendations'][i]}" if recommender is not None else ""
-                print(f"  {line}{advice}")
+                print(f"  {line} (peak at cycle {row['alert_cycles'][i]}){advice}")
     if args.json:
         print(json.dumps(rows))
     return 0
