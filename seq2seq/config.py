@@ -91,7 +91,8 @@ class RulConfig:
     batch_size: int = 256  # windows per batch
     learning_rate: float = 1e-3  # AdamW
     weight_decay: float = 1e-4  # AdamW decoupled weight decay
-    patience: int = 10  # validations without RMSE improvement before stopping early
+    plateau_patience: int = 3  # epochs without RMSE improvement before the learning rate is halved
+    patience: int = 15  # epochs without RMSE improvement before stopping early
     validation_engines: int = 20  # whole engines held out of training for model selection
     seed: int = 1  # seeds initialisation, the engine split and shuffling
     device: str = "auto"  # auto | cpu | cuda

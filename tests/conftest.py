@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import settings
 
 from seq2seq.config import TokenizerConfig
@@ -91,3 +92,12 @@ def tmp_tsv(write_file) -> Callable[..., Path]:
         return write_file(name, "".join("\t".join(row) + "\n" for row in rows))
 
     return write
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread, and the suite may share its cores with benchmarks."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

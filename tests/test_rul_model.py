@@ -18,13 +18,7 @@ TINY = RulConfig(window=W, rul_cap=50, conv_channels=6, kernel_size=3, lstm_hidd
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread, and the suite may share its cores with benchmarks."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 def tiny_model(config: RulConfig = TINY, seed: int = 0) -> RulModel:
     torch.manual_seed(seed)

@@ -27,13 +27,7 @@ PREPROCESSOR = {"sensors": [2, 3], "mean": [0.5, -1.0], "std": [1.0, 2.0], "wind
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread, and the suite may share its cores with benchmarks."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 @dataclass(frozen=True)
 class Toy:
