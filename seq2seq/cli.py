@@ -14,9 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from tqdm import tqdm
+
 from seq2seq.attention import ATTENTION_NAMES
+from seq2seq.batch import FORMATS, translate_file
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict, load_config_file
-from seq2seq.errors import Seq2SeqError
+from seq2seq.errors import ConfigError, Seq2SeqError
 from seq2seq.rul.cli import add_rul_parser, run_rul
 
 # CLI flag -> (config section, field); flags left unset keep the config file's value or the default.
@@ -31,6 +34,8 @@ OVERRIDES = {
     "teacher_forcing": ("train", "teacher_forcing"), "patience": ("train", "patience"),
     "vocab_size": ("tokenizer", "vocab_size"), "separate_vocab": ("tokenizer", "joint"),
 }
+HEATMAP_CHUNK_ROWS = 64  # a PNG takes ~0.1 s: smaller chunks keep the bar moving and a kill cheap
+FILE_OPTIONS = ("output", "column", "format", "attention_out", "heatmaps", "resume")  # of translate --input
 
 
 def add_train_parser(commands: argparse._SubParsersAction) -> None:
@@ -76,13 +81,25 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
 
 
+def add_file_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", help="translate this file (.csv/.tsv/.jsonl with a column of alerts, or .txt)")
+    p.add_argument("--output", help="the input's rows with recommendation, score and error added")
+    p.add_argument("--column", help="alert column or key (default: source, else problem, else the only one)")
+    p.add_argument("--format", choices=FORMATS, help="of the input, when its extension does not say")
+    p.add_argument("--attention-out", help="JSONL file: source pieces, target pieces and attention per row")
+    p.add_argument("--heatmaps", help="folder for one attention heatmap PNG per translated row")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted --output (and its companions)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seq2seq", description="Maintenance alerts -> repair recommendations.")
     commands = parser.add_subparsers(dest="command", required=True)
     add_train_parser(commands)
-    p = commands.add_parser("translate", help="alerts on stdin, one per line -> recommendations on stdout")
+    p = commands.add_parser("translate", help="alerts on stdin, one per line -> recommendations on stdout; "
+                                              "or a whole file with --input/--output")
     add_search_arguments(p)
     p.add_argument("--n-best", type=int, default=1, help="N tab-separated 'recommendation<TAB>score' pairs")
+    add_file_arguments(p)
     p = commands.add_parser("evaluate", help="BLEU, chrF and TER (sacrebleu) of a model on a parallel file")
     add_search_arguments(p)
     p.add_argument("--data", required=True)
@@ -160,13 +177,51 @@ def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str | No
         yield chunk
 
 
-def run_translate(args: argparse.Namespace) -> int:
+class RowProgress:
+    """``progress(done, total)`` for ``translate_file``: a tqdm bar on stderr with rows/s and the ETA."""
+
+    def __init__(self) -> None:
+        self.bar: tqdm | None = None
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if self.bar is None:
+            self.bar = tqdm(total=total, initial=done, desc="translate", unit="row", leave=False, mininterval=1.0)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_translate_file(args: argparse.Namespace, config: SearchConfig) -> int:
     from seq2seq.recommender import Recommender
 
-    config = search_config(args, args.n_best)
+    if args.output is None:
+        raise ConfigError("--input needs --output (the file to write)")
+    recommender = Recommender.from_checkpoint(args.model, args.device)
+    progress = RowProgress()
+    try:
+        summary = translate_file(recommender, args.input, args.output, args.column, args.format, config,
+                                 args.batch_size, chunk_rows=HEATMAP_CHUNK_ROWS if args.heatmaps else 1024,
+                                 resume=args.resume, attention_out=args.attention_out, heatmaps=args.heatmaps,
+                                 progress=progress)
+    finally:
+        progress.close()
+    print(f"{args.output}: {summary.summary()}", file=sys.stderr)
+    return 0
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    from seq2seq.recommender import Recommender
     from seq2seq.search import check_search_config
 
+    config = search_config(args, args.n_best)
     check_search_config(config)
+    if args.input is not None:
+        return run_translate_file(args, config)
+    file_options = [f"--{name.replace('_', '-')}" for name in FILE_OPTIONS if getattr(args, name)]
+    if file_options:
+        raise ConfigError(f"{', '.join(file_options)}: only with --input (without it, alerts are read from stdin)")
     recommender = Recommender.from_checkpoint(args.model, args.device)
     for chunk in input_chunks(sys.stdin, args.batch_size):
         results = recommender.recommend([text or "" for _, text in chunk], config, args.batch_size)
@@ -212,6 +267,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seq2seq: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("seq2seq: interrupted" + ("; continue with --resume" if args.command == "train" else ""),
-              file=sys.stderr)
+        resumable = args.command == "train" or getattr(args, "input", None) is not None
+        print("seq2seq: interrupted" + ("; continue with --resume" if resumable else ""), file=sys.stderr)
         return 130

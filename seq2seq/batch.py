@@ -1,0 +1,518 @@
+"""File mode of ``seq2seq translate``: a whole incident log in, every row back with its recommendation.
+
+Formats (``FORMATS``), by file extension or ``fmt`` for the input; the output takes the input's
+format unless its own extension names another:
+
+- ``csv``: a header row, standard quoting (fields may hold commas, quotes and line breaks).
+- ``tsv``: a header row, one record per physical line, split on tabs, no quote processing (as
+  ``seq2seq.corpus`` reads it). A tab or line break in a field written to TSV (possible only when
+  the input is CSV or JSONL) is written as a space.
+- ``jsonl``: one JSON object per line; every key is kept and the new keys are added.
+- ``txt``: one alert per line (its column is ``source`` in other output formats). As output: one
+  recommendation per line (``text<TAB>score`` pairs with n-best > 1, as on stdout), an empty line
+  for a failed row, and each row's error on stderr with its input line number.
+
+Every input row is written, in order, with ``recommendation``, ``score`` (``recommendation_2``,
+``score_2``, ... with n-best > 1) and ``error`` added. ``error`` is empty when fine, the truncation
+warning for an alert over the model's limit (translated all the same), or why the row has no
+recommendation: an empty alert, bytes that are not UTF-8, a missing or non-string JSON value. A
+row's problem never stops the job; a problem with the file (missing, no such column, a malformed
+CSV record, a TSV line with the wrong number of fields, a line that is not a JSON object) is a
+one-line ``DataError``. Blank lines are not rows, except in ``txt`` input.
+
+The input is streamed in chunks of ``chunk_rows`` rows; each chunk's rows are written whole, then
+flushed and fsynced, so memory stays bounded and a killed job loses nothing already written.
+``resume=True`` cuts a partial last row left by a kill, skips as many input rows as the output
+holds and appends, so the result is byte for byte that of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import itertools
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from seq2seq.config import SearchConfig
+from seq2seq.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from seq2seq.recommender import Recommendation, Recommender
+
+FORMATS = ("csv", "tsv", "jsonl", "txt")
+ALERT_COLUMNS = ("source", "problem")  # the default alert column, in order of preference
+_LINE_BREAKS = re.compile(r"[\t\r\n]")
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    rows: int  # rows written by this run; the input holds rows + skipped_resume
+    translated: int  # rows of this run given a recommendation
+    errors: int  # rows of this run with a non-empty error (no recommendation, or a truncated alert)
+    skipped_resume: int  # rows already in the output when this run resumed it
+    seconds: float
+
+    def summary(self) -> str:
+        """One line, e.g. "120 rows: 118 translated, 3 with errors, 40 done before (resume); 2.5 s (48 rows/s)"."""
+        resumed = f", {self.skipped_resume} done before (resume)" if self.skipped_resume else ""
+        rate = self.rows / self.seconds if self.seconds > 0 else 0.0
+        return (f"{self.rows} rows: {self.translated} translated, {self.errors} with errors{resumed}; "
+                f"{self.seconds:.1f} s ({rate:.0f} rows/s)")
+
+
+@dataclass(frozen=True)
+class Row:
+    number: int  # 1-based data row (the header is not counted), as in row_000001.png
+    line: int  # physical input line where the record starts
+    values: list[str] | dict[str, Any]  # fields in column order, or the JSON object
+    alert: str | None  # None when the row cannot be translated; error says why
+    error: str = ""
+
+
+def translate_file(recommender: Recommender, input_path: str | Path, output_path: str | Path,
+                   column: str | None = None, fmt: str | None = None, search: SearchConfig | None = None,
+                   batch_size: int = 64, chunk_rows: int = 1024, resume: bool = False,
+                   attention_out: str | Path | None = None, heatmaps: str | Path | None = None,
+                   progress: Callable[[int, int | None], None] | None = None) -> BatchSummary:
+    """Translate ``column`` of every row of ``input_path`` into ``output_path`` (see the module docstring).
+
+    ``attention_out`` gets one JSON line per row, ``{"row", "source_pieces", "target_pieces",
+    "attention"}`` (best candidate; empty lists for a failed row); ``heatmaps`` one PNG per translated
+    row. ``progress(done_rows, total_rows)`` is called after each chunk; the total comes from a line
+    count when the input is seekable, else it is None.
+    """
+    started = time.monotonic()
+    search = search or SearchConfig()
+    if fmt is not None and fmt not in FORMATS:
+        raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if batch_size < 1 or chunk_rows < 1:
+        raise ConfigError(f"batch_size and chunk_rows must be at least 1, got {batch_size} and {chunk_rows}")
+    input_path, output_path = Path(input_path), Path(output_path)
+    in_fmt = fmt or _format_of(input_path, "--format")
+    out_fmt = _format_of(output_path, None) or in_fmt
+    if output_path.exists() and input_path.exists() and output_path.samefile(input_path):
+        raise DataError(f"{output_path}: is the input file; choose another --output")
+    with _open(input_path, "rb") as file:
+        total = _count_rows(file, in_fmt) if file.seekable() else None
+        columns, rows = _read(file, input_path, in_fmt, column)
+        layout = _Layout(input_path, out_fmt, columns, search.n_best)
+        with _Sinks(output_path, layout, attention_out, heatmaps, resume) as sinks:
+            skipped = sum(1 for _ in itertools.islice(rows, sinks.done))
+            if skipped < sinks.done:
+                raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only {skipped}; "
+                                "it is not this input's output")
+            done, translated, errors = skipped, 0, 0
+            if progress:
+                progress(done, total)
+            while chunk := list(itertools.islice(rows, chunk_rows)):
+                results = _recommend(recommender, chunk, search, batch_size)
+                sinks.write(chunk, results)
+                done += len(chunk)
+                translated += sum(1 for result in results if result and result.candidates)
+                errors += sum(1 for row, result in zip(chunk, results, strict=True) if _error(row, result))
+                if progress:
+                    progress(done, total)
+    return BatchSummary(done - skipped, translated, errors, skipped, time.monotonic() - started)
+
+
+def _recommend(recommender: Recommender, chunk: list[Row], search: SearchConfig,
+               batch_size: int) -> list[Recommendation | None]:
+    """One result per row, None for a row that cannot be translated."""
+    found = iter(recommender.recommend([row.alert for row in chunk if row.alert is not None], search, batch_size))
+    return [next(found) if row.alert is not None else None for row in chunk]
+
+
+def _error(row: Row, result: Recommendation | None) -> str:
+    return row.error or (result.warning if result and result.warning else "")
+
+
+def _format_of(path: Path, option: str | None) -> str | None:
+    fmt = path.suffix.lower().removeprefix(".")
+    if fmt in FORMATS:
+        return fmt
+    if option is None:
+        return None
+    raise DataError(f"{path}: unknown format: expected .csv, .tsv, .jsonl or .txt (or {option})")
+
+
+def _open(path: Path, mode: str) -> BinaryIO:
+    try:
+        return path.open(mode)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, not a file") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot open ({err.strerror})") from None
+
+
+# Reading: physical lines are read as bytes and decoded one by one, so a bad byte spoils one row only.
+
+
+def _count_rows(file: BinaryIO, fmt: str) -> int:
+    """Rows in the file, cheaply (a CSV record starts on a line begun outside quotes); rewinds the file."""
+    count, quoted = 0, False
+    for raw in file:
+        starts_record = not quoted
+        if fmt == "csv":
+            quoted ^= raw.count(b'"') % 2 == 1
+        count += starts_record and (fmt == "txt" or bool(raw.strip()))
+    file.seek(0)
+    return max(0, count - (fmt in ("csv", "tsv")))
+
+
+def _lines(file: BinaryIO, bad: dict[int, tuple[int, int]]) -> Iterator[str]:
+    """Lines with their endings; a line that is not UTF-8 gets U+FFFD and ``bad[line] = (byte, column)``."""
+    for number, raw in enumerate(file, 1):
+        raw = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            bad[number] = (raw[err.start], len(raw[:err.start].decode("utf-8", "replace")) + 1)
+            yield raw.decode("utf-8", "replace")
+
+
+def _bad_bytes(bad: dict[int, tuple[int, int]], start: int, end: int) -> str:
+    """Why the record on lines start..end cannot be translated, if a line of it is not UTF-8 (forgets them)."""
+    found = [(line, bad.pop(line)) for line in range(start, end + 1) if line in bad]
+    if not found:
+        return ""
+    line, (byte, column) = found[0]
+    where = f"column {column}" + (f" of line {line}" if line != start else "")
+    return f"not valid UTF-8 (byte 0x{byte:02x} at {where})"
+
+
+def _read(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple[list[str], Iterator[Row]]:
+    """The input's columns (a JSONL file: its first object's keys) and its rows, read lazily."""
+    bad: dict[int, tuple[int, int]] = {}
+    lines = _lines(file, bad)
+    if fmt == "txt":
+        if column is not None:
+            raise ConfigError(f"{path}: --column applies to csv, tsv and jsonl input, not txt")
+        return ["source"], _txt_rows(lines, bad)
+    if fmt == "jsonl":
+        return _read_jsonl(path, lines, bad, column)
+    records = _csv_records(path, lines) if fmt == "csv" else _tsv_records(lines)
+    first = next(records, None)
+    if first is None:
+        raise DataError(f"{path}: empty file (expected a header row naming the columns)")
+    header = first[2]
+    _bad_bytes(bad, first[0], first[1])
+    index = header.index(_choose(header, column, str(path), "column"))
+    kind = "comma-separated" if fmt == "csv" else "tab-separated"
+
+    def rows() -> Iterator[Row]:
+        for number, (start, end, fields) in enumerate(records, 1):
+            if len(fields) != len(header):
+                raise DataError(f"{path}: line {start}: expected {len(header)} {kind} fields, found {len(fields)}")
+            error = _bad_bytes(bad, start, end)
+            yield Row(number, start, fields, None if error else fields[index], error)
+
+    return header, rows()
+
+
+def _txt_rows(lines: Iterator[str], bad: dict[int, tuple[int, int]]) -> Iterator[Row]:
+    for number, line in enumerate(lines, 1):
+        text, error = line.rstrip("\r\n"), _bad_bytes(bad, number, number)
+        yield Row(number, number, [text], None if error else text, error)
+
+
+def _csv_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
+    """(first line, last line, fields) of each non-blank CSV record."""
+    reader = csv.reader(lines, strict=True)
+    end = 0
+    while True:
+        start = end + 1
+        try:
+            fields = next(reader, None)
+        except csv.Error as err:
+            raise DataError(f"{path}: line {start}: malformed comma-separated record ({err})") from None
+        if fields is None:
+            return
+        end = reader.line_num
+        if fields and (len(fields) > 1 or fields[0].strip()):
+            yield start, end, fields
+
+
+def _tsv_records(lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
+    for number, line in enumerate(lines, 1):
+        line = line.removesuffix("\n").removesuffix("\r")
+        if "\t" in line or line.strip():
+            yield number, number, line.split("\t")
+
+
+def _read_jsonl(path: Path, lines: Iterator[str], bad: dict[int, tuple[int, int]],
+                key: str | None) -> tuple[list[str], Iterator[Row]]:
+    objects = _json_objects(path, lines)
+    first = next(objects, None)
+    if first is None:
+        return [], iter(())
+    keys = list(first[1])
+    chosen = _choose(keys, key, f"{path}: line {first[0]}", "key")
+
+    def rows() -> Iterator[Row]:
+        for number, (line, record) in enumerate(itertools.chain([first], objects), 1):
+            value = record.get(chosen)
+            error = _bad_bytes(bad, line, line)
+            if not error and chosen not in record:
+                error = f"no key {chosen!r}"
+            elif not error and value is not None and not isinstance(value, str):
+                error = f"{chosen!r} must be a string, found {_json_type(value)}"
+            yield Row(number, line, record, None if error else value or "", error)
+
+    return keys, rows()
+
+
+def _json_objects(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}: line {number}: invalid JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}: line {number}: expected a JSON object, found {_json_type(record)}")
+        yield number, record
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _choose(found: list[str], wanted: str | None, where: str, what: str) -> str:
+    """``wanted``, else source, else problem, else the only one; exact names first, then ignoring case."""
+    names = (wanted,) if wanted is not None else ALERT_COLUMNS
+    for same in (str.__eq__, lambda a, b: a.casefold() == b.casefold()):
+        for name in names:
+            for candidate in found:
+                if same(candidate.strip(), name):
+                    return candidate
+    if wanted is None and len(found) == 1:
+        return found[0]
+    raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {', '.join(found)})")
+
+
+# Writing
+
+
+class _Layout:
+    """How rows are written in the output format: the header and each row with its added fields."""
+
+    def __init__(self, input_path: Path, fmt: str, columns: list[str], n_best: int) -> None:
+        self.input_path, self.fmt, self.columns, self.n_best = input_path, fmt, columns, n_best
+        self.known = set(columns)
+        pairs = [("recommendation", "score")] + [(f"recommendation_{k}", f"score_{k}") for k in range(2, n_best + 1)]
+        self.added = [*itertools.chain.from_iterable(pairs), "error"]
+        clash = [name for name in self.added if name in self.known]
+        if clash and fmt != "txt":
+            raise DataError(f"{input_path}: already has a column {clash[0]!r}; rename it, or write .txt output")
+        if fmt == "jsonl" and len(self.known) < len(columns):
+            raise DataError(f"{input_path}: repeated column names; JSONL output needs distinct keys")
+
+    def header_text(self) -> str:
+        return self._table([[*self.columns, *self.added]]) if self.fmt in ("csv", "tsv") else ""
+
+    def rows_text(self, rows: list[Row], results: list[Recommendation | None]) -> str:
+        pairs = zip(rows, results, strict=True)
+        if self.fmt == "txt":
+            return "".join(self._txt_line(row, result) for row, result in pairs)
+        if self.fmt == "jsonl":
+            return "".join(json.dumps(self._object(row, result), ensure_ascii=False) + "\n" for row, result in pairs)
+        return self._table([self._fields(row, result) for row, result in pairs])
+
+    def _added(self, row: Row, result: Recommendation | None) -> list[str | float | None]:
+        """recommendation, score, recommendation_2, score_2, ..., error; "" and None where there is none."""
+        found = [(candidate.text, round(candidate.score, 4)) for candidate in result.candidates] if result else []
+        padded = (found + [("", None)] * self.n_best)[:self.n_best]
+        return [*itertools.chain.from_iterable(padded), _error(row, result)]
+
+    def _fields(self, row: Row, result: Recommendation | None) -> list[str]:
+        values = row.values
+        if isinstance(values, dict):
+            extra = next((key for key in values if key not in self.known), None)
+            if extra is not None:
+                raise DataError(f"{self.input_path}: line {row.line}: key {extra!r} is not in the first object, so "
+                                f"{self.fmt} output has no column for it (write .jsonl output to keep every key)")
+            values = [_cell(values.get(key)) for key in self.columns]
+        added = self._added(row, result)
+        return [*values, *(f"{value:.4f}" if isinstance(value, float) else _cell(value) for value in added)]
+
+    def _object(self, row: Row, result: Recommendation | None) -> dict[str, Any]:
+        values = row.values
+        record = dict(values) if isinstance(values, dict) else dict(zip(self.columns, values, strict=True))
+        clash = next((key for key in self.added if key in record), None)
+        if clash is not None:  # the first object's keys were checked when the job began; this is a later one
+            raise DataError(f"{self.input_path}: line {row.line}: already has a key {clash!r}; rename it")
+        return {**record, **dict(zip(self.added, self._added(row, result), strict=True))}
+
+    def _txt_line(self, row: Row, result: Recommendation | None) -> str:
+        error = _error(row, result)
+        if error:
+            print(f"warning: {self.input_path}: line {row.line}: {error}", file=sys.stderr)
+        candidates = result.candidates if result else []
+        if self.n_best == 1:
+            return _one_line(candidates[0].text if candidates else "") + "\n"
+        return "\t".join(f"{_one_line(c.text)}\t{c.score:.4f}" for c in candidates) + "\n"
+
+    def _table(self, records: list[list[str]]) -> str:
+        if self.fmt == "tsv":
+            return "".join("\t".join(_one_line(field) for field in record) + "\n" for record in records)
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(records)
+        return buffer.getvalue()
+
+
+def _cell(value: Any) -> str:
+    """A JSON value as a table field: strings as they are, null as empty, anything else as JSON."""
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _one_line(text: str) -> str:
+    return _LINE_BREAKS.sub(" ", text)
+
+
+class _Sinks:
+    """The output file, the attention file and the heatmap folder of one job, appended to chunk by chunk.
+
+    On opening, each holds ``done`` complete rows: none for a new job; for a resumed one, the rows
+    that all of them hold (a partial row, or rows only some of them got before a kill, are cut away).
+    """
+
+    def __init__(self, output: Path, layout: _Layout, attention: str | Path | None, heatmaps: str | Path | None,
+                 resume: bool) -> None:
+        self.layout = layout
+        self.heatmaps = Path(heatmaps) if heatmaps is not None else None
+        attention_path = Path(attention) if attention is not None else None
+        if not resume:
+            for path, option in ((output, "--output"), (attention_path, "--attention-out")):
+                if path is not None and path.exists():
+                    raise DataError(f"{path}: already exists; use --resume to continue it, or another {option}")
+            if self.heatmaps and self.heatmaps.is_dir() and next(self.heatmaps.glob("row_*.png"), None):
+                raise DataError(f"{self.heatmaps}: already holds heatmaps; use --resume, or another --heatmaps")
+        header = layout.header_text()
+        self.done, end = _complete_rows(output, layout.fmt == "csv", header)
+        if attention_path is not None:
+            self.done, attention_end = _complete_rows(attention_path, False, "", self.done)
+            self.done, end = _complete_rows(output, layout.fmt == "csv", header, self.done)
+            self.attention = _append_at(attention_path, attention_end)
+        else:
+            self.attention = None
+        self.output = _append_at(output, end)
+        if end == 0:
+            _append(self.output, header)
+        if self.heatmaps:
+            self.heatmaps.mkdir(parents=True, exist_ok=True)
+
+    def write(self, rows: list[Row], results: list[Recommendation | None]) -> None:
+        """Heatmaps, then attention lines, then output rows, so the output never runs ahead of the others."""
+        text = self.layout.rows_text(rows, results)  # first: a DataError here leaves every file as it was
+        if self.heatmaps:
+            for row, result in zip(rows, results, strict=True):
+                if result and result.candidates:
+                    _save_heatmap(self.heatmaps / f"row_{row.number:06d}.png", result)
+        if self.attention:
+            _append(self.attention, "".join(_attention_line(row, result)
+                                            for row, result in zip(rows, results, strict=True)))
+        _append(self.output, text)
+
+    def __enter__(self) -> _Sinks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for file in (self.attention, self.output):
+            if file is not None:
+                file.close()
+
+
+def _append_at(path: Path, end: int) -> BinaryIO:
+    """``path`` opened for writing at byte ``end``, anything after it cut away (created when missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    file = _open(path, "r+b" if path.exists() else "xb")
+    file.truncate(end)
+    file.seek(end)
+    return file
+
+
+def _append(file: BinaryIO, text: str) -> None:
+    file.write(text.encode("utf-8"))
+    file.flush()
+    os.fsync(file.fileno())
+
+
+def _complete_rows(path: Path, quoted: bool, header: str, limit: int | None = None) -> tuple[int, int]:
+    """Complete data rows (at most ``limit``) in a file this module wrote, and the byte offset where they end.
+
+    A partial last row (a killed write) is not counted. A file that starts with another header than
+    ``header`` is some other job's output, an error; one without a complete header counts as empty.
+    """
+    if not path.exists():
+        return 0, 0
+    with _open(path, "rb") as file:
+        records = _record_ends(file, quoted)
+        rows, end = 0, 0
+        if header:
+            expected = next(_record_ends(io.BytesIO(header.encode("utf-8")), quoted))[0]
+            first = next(records, None)
+            if first is None:
+                return 0, 0
+            if first[0] != expected:
+                raise DataError(f"{path}: its header is not this job's (another input, --column or --n-best); "
+                                "use another --output")
+            end = first[1]
+        for _fields, offset in itertools.islice(records, limit):
+            rows, end = rows + 1, offset
+        return rows, end
+
+
+def _record_ends(file: BinaryIO, quoted: bool) -> Iterator[tuple[list[str], int]]:
+    """(fields, end offset) of each complete record (a CSV record, else a line split on tabs)."""
+    end = 0
+
+    def complete_lines() -> Iterator[str]:
+        nonlocal end
+        for raw in file:
+            if not raw.endswith(b"\n"):
+                return
+            end += len(raw)
+            yield raw.decode("utf-8", "replace")
+
+    lines = complete_lines()
+    if not quoted:
+        yield from ((line.removesuffix("\n").split("\t"), end) for line in lines)
+        return
+    reader = csv.reader(lines, strict=True)
+    try:
+        for fields in reader:
+            yield fields, end
+    except csv.Error as err:  # a quote left open at the end is a record cut by a kill; elsewhere, damage
+        if next(lines, None) is not None:
+            raise DataError(f"{getattr(file, 'name', 'output')}: line {reader.line_num}: not a CSV record this "
+                            f"job wrote ({err})") from None
+
+
+def _attention_line(row: Row, result: Recommendation | None) -> str:
+    best = result.candidates[0] if result and result.candidates else None
+    record = {"row": row.number, "source_pieces": result.source_pieces if best and result else [],
+              "target_pieces": best.target_pieces if best else [],
+              "attention": [[round(w, 4) for w in weights] for weights in best.attention.tolist()] if best else []}
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def _save_heatmap(path: Path, result: Recommendation) -> None:
+    """The best candidate's heatmap, written under a temporary name and renamed, so a PNG is never partial."""
+    from seq2seq.heatmap import heatmap_figure
+
+    partial = path.with_name(path.name + ".partial")
+    heatmap_figure(result.source_pieces, result.candidates[0]).savefig(partial, format="png")
+    os.replace(partial, path)

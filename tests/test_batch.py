@@ -1,0 +1,372 @@
+"""File mode of translate (seq2seq.batch): rows and columns kept in order, per-row errors, batching,
+durable output with exact resume, attention and heatmap companions, and the CLI's one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from tiny_runs import MAX_SOURCE_LENGTH, run_cli, trained
+
+from seq2seq.batch import BatchSummary, translate_file
+from seq2seq.config import SearchConfig
+from seq2seq.errors import DataError
+from seq2seq.recommender import Recommender
+
+ALERTS = ["pump vibration high", "belt worn", "valve stuck closed", "coolant temperature high",
+          "oil level low", "fan speed low", "filter clogged"]
+LONG_ALERT = " ".join(["compressor temperature high"] * 4)  # over MAX_SOURCE_LENGTH pieces
+NOTES = ['plain', 'a, comma', 'say "hi"', 'two\nlines', 'tab\there', '1/2" bolt', '']  # one per alert
+
+
+@pytest.fixture(scope="module")
+def recommender(tmp_path_factory, one_thread) -> Recommender:
+    return Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
+
+
+def write_csv(path: Path, rows: list[list[str]], header=("id", "source", "note")) -> Path:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([header, *rows])
+    path.write_text(buffer.getvalue(), encoding="utf-8")
+    return path
+
+
+def csv_input(tmp_path: Path) -> Path:
+    rows = [[str(i), alert, note] for i, (alert, note) in enumerate(zip(ALERTS, NOTES, strict=True))]
+    return write_csv(tmp_path / "in.csv", rows)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def stop_after(rows: int):
+    """A progress callback that interrupts the job once ``rows`` rows are written, like Ctrl-C."""
+
+    def progress(done: int, total: int | None) -> None:
+        if done >= rows:
+            raise KeyboardInterrupt
+
+    return progress
+
+
+# formats
+
+
+def test_csv_output_keeps_every_column_and_row_in_order_with_quoting_intact(recommender, tmp_path):
+    summary = translate_file(recommender, csv_input(tmp_path), tmp_path / "out.csv")
+    rows = read_csv(tmp_path / "out.csv")
+    assert list(rows[0]) == ["id", "source", "note", "recommendation", "score", "error"]
+    assert [(r["id"], r["source"], r["note"]) for r in rows] == [(str(i), a, n) for i, (a, n) in
+                                                                 enumerate(zip(ALERTS, NOTES, strict=True))]
+    assert [r["recommendation"] for r in rows] == recommender.translate(ALERTS)
+    scores = [result.score for result in recommender.recommend(ALERTS)]
+    assert [float(r["score"]) for r in rows] == pytest.approx(scores, abs=1e-4)
+    assert all(r["error"] == "" for r in rows)
+    assert summary == BatchSummary(len(ALERTS), len(ALERTS), 0, 0, summary.seconds)
+
+
+def test_tsv_output_keeps_bare_quotes_and_is_read_without_quote_processing(recommender, tmp_path):
+    notes = ['1/2" bolt', '"B" nut missing', "it's", "plain", "x", "y", "z"]
+    path = tmp_path / "in.tsv"
+    pairs = [("problem", "note"), *zip(ALERTS, notes, strict=True)]
+    path.write_text("".join(f"{alert}\t{note}\n" for alert, note in pairs), encoding="utf-8")
+    translate_file(recommender, path, tmp_path / "out.tsv")
+    lines = [line.split("\t") for line in (tmp_path / "out.tsv").read_text(encoding="utf-8").splitlines()]
+    assert lines[0] == ["problem", "note", "recommendation", "score", "error"]
+    assert [line[:2] for line in lines[1:]] == [list(pair) for pair in zip(ALERTS, notes, strict=True)]
+    assert [line[2] for line in lines[1:]] == recommender.translate(ALERTS)
+
+
+def test_tsv_output_of_csv_input_writes_tabs_and_line_breaks_in_fields_as_spaces(recommender, tmp_path):
+    translate_file(recommender, csv_input(tmp_path), tmp_path / "out.tsv")
+    lines = (tmp_path / "out.tsv").read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(lines) == 1 + len(ALERTS)
+    assert [line.split("\t")[2] for line in lines[1:]] == [note.replace("\n", " ").replace("\t", " ") for note in NOTES]
+
+
+def test_jsonl_output_keeps_every_key_of_each_object_and_adds_the_new_ones(recommender, tmp_path):
+    records = [{"id": i, "source": alert, "tags": ["a", {"b": None}], **({"extra": True} if i % 2 else {})}
+               for i, alert in enumerate(ALERTS)]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    translate_file(recommender, path, tmp_path / "out.jsonl")
+    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [{k: v for k, v in w.items() if k not in ("recommendation", "score", "error")} for w in written] == records
+    assert [list(w)[-3:] for w in written] == [["recommendation", "score", "error"]] * len(records)
+    assert [w["recommendation"] for w in written] == recommender.translate(ALERTS)
+
+
+def test_txt_output_has_one_recommendation_per_line_and_errors_on_stderr(recommender, tmp_path, capsys):
+    path = tmp_path / "in.txt"
+    path.write_bytes(f"{ALERTS[0]}\n\n{ALERTS[1]}\n".encode() + b"\xff pump\n" + ALERTS[2].encode())
+    summary = translate_file(recommender, path, tmp_path / "out.txt")
+    expected = recommender.translate([ALERTS[0], "", ALERTS[1], "", ALERTS[2]])
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == "".join(line + "\n" for line in expected)
+    warnings = capsys.readouterr().err.splitlines()
+    assert warnings == [f"warning: {path}: line 2: empty alert",
+                        f"warning: {path}: line 4: not valid UTF-8 (byte 0xff at column 1)"]
+    assert (summary.rows, summary.translated, summary.errors) == (5, 3, 2)
+
+
+def test_output_format_follows_the_output_extension_and_txt_input_is_column_source(recommender, tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("".join(alert + "\n" for alert in ALERTS), encoding="utf-8")
+    translate_file(recommender, path, tmp_path / "out.csv")
+    rows = read_csv(tmp_path / "out.csv")
+    assert [r["source"] for r in rows] == ALERTS
+    assert [r["recommendation"] for r in rows] == recommender.translate(ALERTS)
+
+
+def test_n_best_adds_numbered_recommendation_and_score_columns(recommender, tmp_path):
+    search = SearchConfig(beam_size=3, n_best=2)
+    translate_file(recommender, csv_input(tmp_path), tmp_path / "out.csv", search=search)
+    rows = read_csv(tmp_path / "out.csv")
+    assert list(rows[0])[3:] == ["recommendation", "score", "recommendation_2", "score_2", "error"]
+    for row, result in zip(rows, recommender.recommend(ALERTS, search), strict=True):
+        assert [row["recommendation"], row["recommendation_2"]] == [c.text for c in result.candidates]
+
+
+@pytest.mark.parametrize(("header", "column", "chosen"), [
+    (("id", "problem", "note"), None, "problem"), (("Source", "note"), None, "Source"),
+    (("Source", "problem"), None, "problem"),  # exact names first, as seq2seq.corpus chooses
+    (("alert",), None, "alert"), (("id", "alert", "note"), "alert", "alert")])
+def test_alert_column_is_the_named_one_else_source_then_problem_then_the_only_one(recommender, tmp_path, header,
+                                                                                   column, chosen):
+    rows = [[alert if name == chosen else "x" for name in header] for alert in ALERTS[:2]]
+    translate_file(recommender, write_csv(tmp_path / "in.csv", rows, header), tmp_path / "out.csv", column)
+    assert [r["recommendation"] for r in read_csv(tmp_path / "out.csv")] == recommender.translate(ALERTS[:2])
+
+
+def test_jsonl_input_to_csv_output_takes_the_first_objects_keys_as_columns(recommender, tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"source": "belt worn", "n": 1}\n{"source": "oil level low"}\n{"source": "x", "new": 2}\n',
+                    encoding="utf-8")
+    with pytest.raises(DataError, match="line 3: key 'new' is not in the first object"):
+        translate_file(recommender, path, tmp_path / "out.csv", chunk_rows=2)
+    rows = read_csv(tmp_path / "out.csv")  # the chunk before the bad line is kept
+    assert [(r["source"], r["n"]) for r in rows] == [("belt worn", "1"), ("oil level low", "")]
+
+
+# rows that cannot be translated
+
+
+def test_empty_non_utf8_and_over_long_rows_get_their_error_and_the_job_goes_on(recommender, tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_bytes(b"id,source\n1,pump vibration high\n2,\n3,pump \xff\xfe high\n"
+                     + f"4,{LONG_ALERT}\n5,belt worn\n".encode())
+    summary = translate_file(recommender, path, tmp_path / "out.csv")
+    rows = read_csv(tmp_path / "out.csv")
+    assert [r["id"] for r in rows] == ["1", "2", "3", "4", "5"]
+    assert rows[2]["source"] == "pump \ufffd\ufffd high"
+    assert [r["recommendation"] for r in rows] == [*recommender.translate(["pump vibration high"]), "", "",
+                                                    *recommender.translate([LONG_ALERT, "belt worn"])]
+    assert [r["error"] for r in rows[:3]] == ["", "empty alert", "not valid UTF-8 (byte 0xff at column 8)"]
+    assert f"to {MAX_SOURCE_LENGTH} pieces" in rows[3]["error"] and rows[4]["error"] == ""
+    assert (summary.rows, summary.translated, summary.errors) == (5, 3, 3)
+
+
+def test_jsonl_rows_with_a_missing_or_non_string_alert_get_an_error(recommender, tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"source": "belt worn"}\n{"other": 1}\n{"source": 7}\n{"source": null}\n', encoding="utf-8")
+    translate_file(recommender, path, tmp_path / "out.jsonl")
+    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [w["error"] for w in written] == ["", "no key 'source'", "'source' must be a string, found a number",
+                                             "empty alert"]
+    assert written[1] == {"other": 1, "recommendation": "", "score": None, "error": "no key 'source'"}
+
+
+# batching
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_output_is_the_same_whatever_the_batch_size_and_chunk_size(recommender, tmp_path, fmt):
+    source = csv_input(tmp_path)
+    outputs = []
+    for batch_size, chunk_rows in [(1, 1), (64, 1024), (2, 3)]:
+        output = tmp_path / f"out-{batch_size}-{chunk_rows}.{fmt}"
+        translate_file(recommender, source, output, batch_size=batch_size, chunk_rows=chunk_rows)
+        outputs.append(output.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_rows_are_translated_while_a_non_seekable_input_is_still_being_written(recommender, tmp_path):
+    fifo = tmp_path / "in.txt"
+    os.mkfifo(fifo)
+    first_chunk_written = threading.Event()
+    waited = []
+
+    def write_alerts() -> None:
+        with fifo.open("w", encoding="utf-8") as file:
+            file.write(f"{ALERTS[0]}\n{ALERTS[1]}\n")
+            file.flush()
+            waited.append(first_chunk_written.wait(timeout=10))
+            file.write(f"{ALERTS[2]}\n")
+
+    def progress(done: int, total: int | None) -> None:
+        calls.append((done, total))
+        if done == 2:
+            first_chunk_written.set()
+
+    calls: list[tuple[int, int | None]] = []
+    writer = threading.Thread(target=write_alerts)
+    writer.start()
+    translate_file(recommender, fifo, tmp_path / "out.txt", chunk_rows=2, progress=progress)
+    writer.join()
+    assert waited == [True] and calls == [(0, None), (2, None), (3, None)]
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == recommender.translate(ALERTS[:3])
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "txt"])
+def test_progress_total_counts_the_rows_of_a_seekable_input(recommender, tmp_path, fmt):
+    source = csv_input(tmp_path) if fmt == "csv" else tmp_path / f"in.{fmt}"  # CSV with a two-line field
+    lines = {"tsv": ["source", *ALERTS], "jsonl": [json.dumps({"source": a}) for a in ALERTS], "txt": ALERTS}
+    if fmt != "csv":  # blank lines are not rows (but in txt, where they are), no final line break
+        source.write_text(("\n" if fmt == "txt" else "\n\n").join(lines[fmt]), encoding="utf-8")
+    calls = []
+    translate_file(recommender, source, tmp_path / f"out.{fmt}", chunk_rows=4,
+                   progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(0, len(ALERTS)), (4, len(ALERTS)), (len(ALERTS), len(ALERTS))]
+
+
+# durability and resume
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "txt"])
+def test_interrupted_job_resumed_gives_exactly_the_bytes_of_an_uninterrupted_run(recommender, tmp_path, fmt):
+    source = csv_input(tmp_path)
+    whole, part = tmp_path / f"whole.{fmt}", tmp_path / f"part.{fmt}"
+    translate_file(recommender, source, whole)
+    with pytest.raises(KeyboardInterrupt):
+        translate_file(recommender, source, part, chunk_rows=2, progress=stop_after(4))
+    assert part.read_bytes() == whole.read_bytes()[:len(part.read_bytes())]
+    summary = translate_file(recommender, source, part, chunk_rows=2, resume=True)
+    assert part.read_bytes() == whole.read_bytes()
+    assert (summary.skipped_resume, summary.rows) == (4, len(ALERTS) - 4)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_row_cut_anywhere_by_a_kill_is_rewritten_on_resume(recommender, tmp_path, fmt):
+    source = csv_input(tmp_path)
+    whole, part = tmp_path / f"whole.{fmt}", tmp_path / f"part.{fmt}"
+    translate_file(recommender, source, whole)
+    data = whole.read_bytes()
+    inside_quotes = data.index(b"two") + 4  # in CSV, within the quoted two-line field of row 4
+    for cut in sorted({*range(0, len(data), 7), inside_quotes}):
+        part.write_bytes(data[:cut])
+        translate_file(recommender, source, part, resume=True)
+        assert part.read_bytes() == data, cut
+
+
+def test_resume_with_attention_out_aligns_both_files_after_a_kill_between_them(recommender, tmp_path):
+    source = csv_input(tmp_path)
+    translate_file(recommender, source, tmp_path / "whole.csv", attention_out=tmp_path / "whole.jsonl")
+    part, attention = tmp_path / "part.csv", tmp_path / "part.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        translate_file(recommender, source, part, chunk_rows=2, attention_out=attention, progress=stop_after(4))
+    with attention.open("ab") as file:  # the next chunk's attention got out, its rows did not
+        file.write((tmp_path / "whole.jsonl").read_bytes().splitlines(keepends=True)[4])
+    translate_file(recommender, source, part, chunk_rows=2, attention_out=attention, resume=True)
+    assert part.read_bytes() == (tmp_path / "whole.csv").read_bytes()
+    assert attention.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+
+
+def test_existing_output_without_resume_is_an_error_and_is_left_alone(recommender, tmp_path):
+    output = tmp_path / "out.csv"
+    output.write_text("keep me\n")
+    with pytest.raises(DataError, match="already exists; use --resume"):
+        translate_file(recommender, csv_input(tmp_path), output)
+    assert output.read_text() == "keep me\n"
+
+
+def test_resuming_another_jobs_output_is_an_error(recommender, tmp_path):
+    output = tmp_path / "out.csv"
+    translate_file(recommender, csv_input(tmp_path), output)
+    with pytest.raises(DataError, match="header is not this job's"):
+        translate_file(recommender, csv_input(tmp_path), output, search=SearchConfig(beam_size=2, n_best=2),
+                       resume=True)
+
+
+# attention and heatmaps
+
+
+def test_attention_out_has_one_line_per_row_with_target_by_source_matrices(recommender, tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join([ALERTS[0], "", LONG_ALERT, ALERTS[1]]) + "\n", encoding="utf-8")
+    translate_file(recommender, path, tmp_path / "out.txt", attention_out=tmp_path / "attention.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "attention.jsonl").read_text(encoding="utf-8").splitlines()]
+    results = recommender.recommend([ALERTS[0], "", LONG_ALERT, ALERTS[1]])
+    assert [line["row"] for line in lines] == [1, 2, 3, 4]
+    for line, result in zip(lines, results, strict=True):
+        assert line["source_pieces"] == (result.source_pieces if result.candidates else [])
+        assert line["target_pieces"] == (result.candidates[0].target_pieces if result.candidates else [])
+        assert len(line["attention"]) == len(line["target_pieces"])
+        assert all(len(weights) == len(line["source_pieces"]) for weights in line["attention"])
+    assert lines[1] == {"row": 2, "source_pieces": [], "target_pieces": [], "attention": []}
+
+
+def test_heatmaps_writes_one_png_per_translated_row(recommender, tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text(f"{ALERTS[0]}\n\n{ALERTS[1]}\n", encoding="utf-8")
+    translate_file(recommender, path, tmp_path / "out.txt", heatmaps=tmp_path / "maps")
+    pngs = sorted((tmp_path / "maps").iterdir())
+    assert [p.name for p in pngs] == ["row_000001.png", "row_000003.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in pngs)
+
+
+# unusable input
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("in.csv", "id,text\n1,pump\n", "no column 'source' or 'problem' (columns found: id, text)"),
+    ("in.tsv", "source\tnote\npump\tx\nbelt\n", "line 3: expected 2 tab-separated fields, found 1"),
+    ("in.csv", 'source\n"pump\n', "line 2: malformed comma-separated record"),
+    ("in.jsonl", '{"source": "pump"}\n[1]\n', "line 2: expected a JSON object, found an array"),
+    ("in.log", "pump\n", "unknown format"),
+])
+def test_unusable_input_is_a_one_line_data_error(recommender, tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        translate_file(recommender, path, tmp_path / "out.csv")
+
+
+# command line
+
+
+def test_cli_translates_a_file_and_prints_the_summary(recommender, tmp_path, tmp_path_factory):
+    model = trained(tmp_path_factory.getbasetemp()).best
+    result = run_cli("translate", "--model", str(model), "--input", str(csv_input(tmp_path)),
+                     "--output", str(tmp_path / "out.jsonl"))
+    assert result.status == 0 and result.stdout == ""
+    assert f"out.jsonl: {len(ALERTS)} rows: {len(ALERTS)} translated, 0 with errors; " in result.error_lines[-1]
+    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [w["recommendation"] for w in written] == recommender.translate(ALERTS)
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    (["--column", "nope"], ["no column 'nope'", "columns found: id, source, note"]),
+    (["--resume", "--output", "/dev/null/x.csv", "--input", "missing.csv"], ["missing.csv: file not found"]),
+])
+def test_cli_unusable_input_is_one_error_line_with_exit_status_2(tmp_path, tmp_path_factory, options, words):
+    model = trained(tmp_path_factory.getbasetemp()).best
+    defaults = ["--input", str(csv_input(tmp_path)), "--output", str(tmp_path / "out.csv")]
+    result = run_cli("translate", "--model", str(model), *defaults, *options)
+    assert result.status == 2
+    assert len(result.error_lines) == 1 and result.error_lines[0].startswith("seq2seq: error: ")
+    assert all(word in result.error_lines[0] for word in words), result.error_lines
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_cli_file_options_without_input_are_an_error(tmp_path_factory):
+    model = trained(tmp_path_factory.getbasetemp()).best
+    result = run_cli("translate", "--model", str(model), "--output", "x.csv")
+    assert result.status == 2
+    assert result.error_lines == ["seq2seq: error: --output: only with --input "
+                                  "(without it, alerts are read from stdin)"]
