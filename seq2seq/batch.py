@@ -28,7 +28,6 @@ holds and appends, so the result is byte for byte that of an uninterrupted run.
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import itertools
@@ -44,12 +43,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from seq2seq.config import SearchConfig
 from seq2seq.errors import ConfigError, DataError
+from seq2seq.incident_log import FORMATS, Row, count_rows, format_of, open_binary, read_rows
 
 if TYPE_CHECKING:
     from seq2seq.recommender import Recommendation, Recommender
 
-FORMATS = ("csv", "tsv", "jsonl", "txt")
-ALERT_COLUMNS = ("source", "problem")  # the default alert column, in order of preference
 _LINE_BREAKS = re.compile(r"[\t\r\n]")
 
 
@@ -67,15 +65,6 @@ class BatchSummary:
         rate = self.rows / self.seconds if self.seconds > 0 else 0.0
         return (f"{self.rows} rows: {self.translated} translated, {self.errors} with errors{resumed}; "
                 f"{self.seconds:.1f} s ({rate:.0f} rows/s)")
-
-
-@dataclass(frozen=True)
-class Row:
-    number: int  # 1-based data row (the header is not counted), as in row_000001.png
-    line: int  # physical input line where the record starts
-    values: list[str] | dict[str, Any]  # fields in column order, or the JSON object
-    alert: str | None  # None when the row cannot be translated; error says why
-    error: str = ""
 
 
 def translate_file(recommender: Recommender, input_path: str | Path, output_path: str | Path,
@@ -97,13 +86,13 @@ def translate_file(recommender: Recommender, input_path: str | Path, output_path
     if batch_size < 1 or chunk_rows < 1:
         raise ConfigError(f"batch_size and chunk_rows must be at least 1, got {batch_size} and {chunk_rows}")
     input_path, output_path = Path(input_path), Path(output_path)
-    in_fmt = fmt or _format_of(input_path, "--format")
-    out_fmt = _format_of(output_path, None) or in_fmt
+    in_fmt = fmt or format_of(input_path, "--format")
+    out_fmt = format_of(output_path, None) or in_fmt
     if output_path.exists() and input_path.exists() and output_path.samefile(input_path):
         raise DataError(f"{output_path}: is the input file; choose another --output")
-    with _open(input_path, "rb") as file:
-        total = _count_rows(file, in_fmt) if file.seekable() else None
-        columns, rows = _read(file, input_path, in_fmt, column)
+    with open_binary(input_path, "rb") as file:
+        total = count_rows(file, in_fmt) if file.seekable() else None
+        columns, rows = read_rows(file, input_path, in_fmt, column)
         layout = _Layout(input_path, out_fmt, columns, search.n_best)
         with _Sinks(output_path, layout, attention_out, heatmaps, resume) as sinks:
             skipped = sum(1 for _ in itertools.islice(rows, sinks.done))
@@ -133,174 +122,6 @@ def _recommend(recommender: Recommender, chunk: list[Row], search: SearchConfig,
 
 def _error(row: Row, result: Recommendation | None) -> str:
     return row.error or (result.warning if result and result.warning else "")
-
-
-def _format_of(path: Path, option: str | None) -> str | None:
-    fmt = path.suffix.lower().removeprefix(".")
-    if fmt in FORMATS:
-        return fmt
-    if option is None:
-        return None
-    raise DataError(f"{path}: unknown format: expected .csv, .tsv, .jsonl or .txt (or {option})")
-
-
-def _open(path: Path, mode: str) -> BinaryIO:
-    try:
-        return path.open(mode)
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, not a file") from None
-    except OSError as err:
-        raise DataError(f"{path}: cannot open ({err.strerror})") from None
-
-
-# Reading: physical lines are read as bytes and decoded one by one, so a bad byte spoils one row only.
-
-
-def _count_rows(file: BinaryIO, fmt: str) -> int:
-    """Rows in the file, cheaply (a CSV record starts on a line begun outside quotes); rewinds the file."""
-    count, quoted = 0, False
-    for raw in file:
-        starts_record = not quoted
-        if fmt == "csv":
-            quoted ^= raw.count(b'"') % 2 == 1
-        count += starts_record and (fmt == "txt" or bool(raw.strip()))
-    file.seek(0)
-    return max(0, count - (fmt in ("csv", "tsv")))
-
-
-def _lines(file: BinaryIO, bad: dict[int, tuple[int, int]]) -> Iterator[str]:
-    """Lines with their endings; a line that is not UTF-8 gets U+FFFD and ``bad[line] = (byte, column)``."""
-    for number, raw in enumerate(file, 1):
-        raw = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            bad[number] = (raw[err.start], len(raw[:err.start].decode("utf-8", "replace")) + 1)
-            yield raw.decode("utf-8", "replace")
-
-
-def _bad_bytes(bad: dict[int, tuple[int, int]], start: int, end: int) -> str:
-    """Why the record on lines start..end cannot be translated, if a line of it is not UTF-8 (forgets them)."""
-    found = [(line, bad.pop(line)) for line in range(start, end + 1) if line in bad]
-    if not found:
-        return ""
-    line, (byte, column) = found[0]
-    where = f"column {column}" + (f" of line {line}" if line != start else "")
-    return f"not valid UTF-8 (byte 0x{byte:02x} at {where})"
-
-
-def _read(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple[list[str], Iterator[Row]]:
-    """The input's columns (a JSONL file: its first object's keys) and its rows, read lazily."""
-    bad: dict[int, tuple[int, int]] = {}
-    lines = _lines(file, bad)
-    if fmt == "txt":
-        if column is not None:
-            raise ConfigError(f"{path}: --column applies to csv, tsv and jsonl input, not txt")
-        return ["source"], _txt_rows(lines, bad)
-    if fmt == "jsonl":
-        return _read_jsonl(path, lines, bad, column)
-    records = _csv_records(path, lines) if fmt == "csv" else _tsv_records(lines)
-    first = next(records, None)
-    if first is None:
-        raise DataError(f"{path}: empty file (expected a header row naming the columns)")
-    header = first[2]
-    _bad_bytes(bad, first[0], first[1])
-    index = header.index(_choose(header, column, str(path), "column"))
-    kind = "comma-separated" if fmt == "csv" else "tab-separated"
-
-    def rows() -> Iterator[Row]:
-        for number, (start, end, fields) in enumerate(records, 1):
-            if len(fields) != len(header):
-                raise DataError(f"{path}: line {start}: expected {len(header)} {kind} fields, found {len(fields)}")
-            error = _bad_bytes(bad, start, end)
-            yield Row(number, start, fields, None if error else fields[index], error)
-
-    return header, rows()
-
-
-def _txt_rows(lines: Iterator[str], bad: dict[int, tuple[int, int]]) -> Iterator[Row]:
-    for number, line in enumerate(lines, 1):
-        text, error = line.rstrip("\r\n"), _bad_bytes(bad, number, number)
-        yield Row(number, number, [text], None if error else text, error)
-
-
-def _csv_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
-    """(first line, last line, fields) of each non-blank CSV record."""
-    reader = csv.reader(lines, strict=True)
-    end = 0
-    while True:
-        start = end + 1
-        try:
-            fields = next(reader, None)
-        except csv.Error as err:
-            raise DataError(f"{path}: line {start}: malformed comma-separated record ({err})") from None
-        if fields is None:
-            return
-        end = reader.line_num
-        if fields and (len(fields) > 1 or fields[0].strip()):
-            yield start, end, fields
-
-
-def _tsv_records(lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
-    for number, line in enumerate(lines, 1):
-        line = line.removesuffix("\n").removesuffix("\r")
-        if "\t" in line or line.strip():
-            yield number, number, line.split("\t")
-
-
-def _read_jsonl(path: Path, lines: Iterator[str], bad: dict[int, tuple[int, int]],
-                key: str | None) -> tuple[list[str], Iterator[Row]]:
-    objects = _json_objects(path, lines)
-    first = next(objects, None)
-    if first is None:
-        return [], iter(())
-    keys = list(first[1])
-    chosen = _choose(keys, key, f"{path}: line {first[0]}", "key")
-
-    def rows() -> Iterator[Row]:
-        for number, (line, record) in enumerate(itertools.chain([first], objects), 1):
-            value = record.get(chosen)
-            error = _bad_bytes(bad, line, line)
-            if not error and chosen not in record:
-                error = f"no key {chosen!r}"
-            elif not error and value is not None and not isinstance(value, str):
-                error = f"{chosen!r} must be a string, found {_json_type(value)}"
-            yield Row(number, line, record, None if error else value or "", error)
-
-    return keys, rows()
-
-
-def _json_objects(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}: line {number}: invalid JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}: line {number}: expected a JSON object, found {_json_type(record)}")
-        yield number, record
-
-
-def _json_type(value: Any) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
-
-
-def _choose(found: list[str], wanted: str | None, where: str, what: str) -> str:
-    """``wanted``, else source, else problem, else the only one; exact names first, then ignoring case."""
-    names = (wanted,) if wanted is not None else ALERT_COLUMNS
-    for same in (str.__eq__, lambda a, b: a.casefold() == b.casefold()):
-        for name in names:
-            for candidate in found:
-                if same(candidate.strip(), name):
-                    return candidate
-    if wanted is None and len(found) == 1:
-        return found[0]
-    raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {', '.join(found)})")
 
 
 # Writing
@@ -438,7 +259,7 @@ class _Sinks:
 def _append_at(path: Path, end: int) -> BinaryIO:
     """``path`` opened for writing at byte ``end``, anything after it cut away (created when missing)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    file = _open(path, "r+b" if path.exists() else "xb")
+    file = open_binary(path, "r+b" if path.exists() else "xb")
     file.truncate(end)
     file.seek(end)
     return file
@@ -458,7 +279,7 @@ def _complete_rows(path: Path, quoted: bool, header: str, limit: int | None = No
     """
     if not path.exists():
         return 0, 0
-    with _open(path, "rb") as file:
+    with open_binary(path, "rb") as file:
         records = _record_ends(file, quoted)
         rows, end = 0, 0
         if header:

@@ -1,0 +1,198 @@
+"""Reading the rows of an incident log (CSV, TSV, JSONL or TXT) for the batch job, as a stream.
+
+Bytes are decoded per line, so a row with bytes that are not UTF-8 becomes a row with an error
+rather than a failed job; see ``seq2seq.batch`` for the formats and what happens to each row.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from seq2seq.errors import ConfigError, DataError
+
+FORMATS = ("csv", "tsv", "jsonl", "txt")
+ALERT_COLUMNS = ("source", "problem")  # the default alert column, in order of preference
+
+
+@dataclass(frozen=True)
+class Row:
+    number: int  # 1-based data row (the header is not counted), as in row_000001.png
+    line: int  # physical input line where the record starts
+    values: list[str] | dict[str, Any]  # fields in column order, or the JSON object
+    alert: str | None  # None when the row cannot be translated; error says why
+    error: str = ""
+
+
+def format_of(path: Path, option: str | None) -> str | None:
+    fmt = path.suffix.lower().removeprefix(".")
+    if fmt in FORMATS:
+        return fmt
+    if option is None:
+        return None
+    raise DataError(f"{path}: unknown format: expected .csv, .tsv, .jsonl or .txt (or {option})")
+
+
+def open_binary(path: Path, mode: str) -> BinaryIO:
+    try:
+        return path.open(mode)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, not a file") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot open ({err.strerror})") from None
+
+
+# Reading: physical lines are read as bytes and decoded one by one, so a bad byte spoils one row only.
+
+
+def count_rows(file: BinaryIO, fmt: str) -> int:
+    """Rows in the file, cheaply (a CSV record starts on a line begun outside quotes); rewinds the file."""
+    count, quoted = 0, False
+    for raw in file:
+        starts_record = not quoted
+        if fmt == "csv":
+            quoted ^= raw.count(b'"') % 2 == 1
+        count += starts_record and (fmt == "txt" or bool(raw.strip()))
+    file.seek(0)
+    return max(0, count - (fmt in ("csv", "tsv")))
+
+
+def _lines(file: BinaryIO, bad: dict[int, tuple[int, int]]) -> Iterator[str]:
+    """Lines with their endings; a line that is not UTF-8 gets U+FFFD and ``bad[line] = (byte, column)``."""
+    for number, raw in enumerate(file, 1):
+        raw = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            bad[number] = (raw[err.start], len(raw[:err.start].decode("utf-8", "replace")) + 1)
+            yield raw.decode("utf-8", "replace")
+
+
+def _bad_bytes(bad: dict[int, tuple[int, int]], start: int, end: int) -> str:
+    """Why the record on lines start..end cannot be translated, if a line of it is not UTF-8 (forgets them)."""
+    found = [(line, bad.pop(line)) for line in range(start, end + 1) if line in bad]
+    if not found:
+        return ""
+    line, (byte, column) = found[0]
+    where = f"column {column}" + (f" of line {line}" if line != start else "")
+    return f"not valid UTF-8 (byte 0x{byte:02x} at {where})"
+
+
+def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple[list[str], Iterator[Row]]:
+    """The input's columns (a JSONL file: its first object's keys) and its rows, read lazily."""
+    bad: dict[int, tuple[int, int]] = {}
+    lines = _lines(file, bad)
+    if fmt == "txt":
+        if column is not None:
+            raise ConfigError(f"{path}: --column applies to csv, tsv and jsonl input, not txt")
+        return ["source"], _txt_rows(lines, bad)
+    if fmt == "jsonl":
+        return _read_jsonl(path, lines, bad, column)
+    records = _csv_records(path, lines) if fmt == "csv" else _tsv_records(lines)
+    first = next(records, None)
+    if first is None:
+        raise DataError(f"{path}: empty file (expected a header row naming the columns)")
+    header = first[2]
+    _bad_bytes(bad, first[0], first[1])
+    index = header.index(_choose(header, column, str(path), "column"))
+    kind = "comma-separated" if fmt == "csv" else "tab-separated"
+
+    def rows() -> Iterator[Row]:
+        for number, (start, end, fields) in enumerate(records, 1):
+            if len(fields) != len(header):
+                raise DataError(f"{path}: line {start}: expected {len(header)} {kind} fields, found {len(fields)}")
+            error = _bad_bytes(bad, start, end)
+            yield Row(number, start, fields, None if error else fields[index], error)
+
+    return header, rows()
+
+
+def _txt_rows(lines: Iterator[str], bad: dict[int, tuple[int, int]]) -> Iterator[Row]:
+    for number, line in enumerate(lines, 1):
+        text, error = line.rstrip("\r\n"), _bad_bytes(bad, number, number)
+        yield Row(number, number, [text], None if error else text, error)
+
+
+def _csv_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
+    """(first line, last line, fields) of each non-blank CSV record."""
+    reader = csv.reader(lines, strict=True)
+    end = 0
+    while True:
+        start = end + 1
+        try:
+            fields = next(reader, None)
+        except csv.Error as err:
+            raise DataError(f"{path}: line {start}: malformed comma-separated record ({err})") from None
+        if fields is None:
+            return
+        end = reader.line_num
+        if fields and (len(fields) > 1 or fields[0].strip()):
+            yield start, end, fields
+
+
+def _tsv_records(lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
+    for number, line in enumerate(lines, 1):
+        line = line.removesuffix("\n").removesuffix("\r")
+        if "\t" in line or line.strip():
+            yield number, number, line.split("\t")
+
+
+def _read_jsonl(path: Path, lines: Iterator[str], bad: dict[int, tuple[int, int]],
+                key: str | None) -> tuple[list[str], Iterator[Row]]:
+    objects = _json_objects(path, lines)
+    first = next(objects, None)
+    if first is None:
+        return [], iter(())
+    keys = list(first[1])
+    chosen = _choose(keys, key, f"{path}: line {first[0]}", "key")
+
+    def rows() -> Iterator[Row]:
+        for number, (line, record) in enumerate(itertools.chain([first], objects), 1):
+            value = record.get(chosen)
+            error = _bad_bytes(bad, line, line)
+            if not error and chosen not in record:
+                error = f"no key {chosen!r}"
+            elif not error and value is not None and not isinstance(value, str):
+                error = f"{chosen!r} must be a string, found {_json_type(value)}"
+            yield Row(number, line, record, None if error else value or "", error)
+
+    return keys, rows()
+
+
+def _json_objects(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}: line {number}: invalid JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}: line {number}: expected a JSON object, found {_json_type(record)}")
+        yield number, record
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _choose(found: list[str], wanted: str | None, where: str, what: str) -> str:
+    """``wanted``, else source, else problem, else the only one; exact names first, then ignoring case."""
+    names = (wanted,) if wanted is not None else ALERT_COLUMNS
+    for same in (str.__eq__, lambda a, b: a.casefold() == b.casefold()):
+        for name in names:
+            for candidate in found:
+                if same(candidate.strip(), name):
+                    return candidate
+    if wanted is None and len(found) == 1:
+        return found[0]
+    raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {', '.join(found)})")
