@@ -25,7 +25,7 @@ NOTES = ['plain', 'a, comma', 'say "hi"', 'two\nlines', 'tab\there', '1/2" bolt'
 
 
 @pytest.fixture(scope="module")
-def recommender(tmp_path_factory, one_thread) -> Recommender:
+def recommender(tmp_path_factory) -> Recommender:
     return Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
 
 

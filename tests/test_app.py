@@ -1,0 +1,204 @@
+"""The technician UI through its named API endpoints (gradio_client), served in process on loopback
+with the tiny translator and the tiny RUL model of ``tiny_runs``."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import csv
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+from tiny_runs import DRIFT_UNIT, MAX_SOURCE_LENGTH, trained, trained_rul
+
+import gradio_app
+from seq2seq.pipeline import EngineMonitor
+from seq2seq.recommender import Recommender
+from seq2seq.rul.cmapss import read_cmapss
+from seq2seq.rul.preprocess import HEALTH_STATES
+
+# gradio 6.31 with pandas 3.1 warns on every queued call; the suite turns warnings into errors.
+pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")
+
+ALERTS = ["pump vibration high", "fan speed low", "valve leak detected"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def launch(demo) -> str:
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+                            quiet=True, max_file_size=gradio_app.MAX_FILE_SIZE)
+    return url
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.getbasetemp()
+    return trained(root), trained_rul(root)
+
+
+@pytest.fixture(scope="module")
+def client(tiny):
+    translator, rul = tiny
+    monitor = EngineMonitor.from_checkpoint(rul.output_dir / "best.pt")
+    demo = gradio_app.build({"tiny": Recommender.from_checkpoint(translator.best)}, monitor,
+                            read_cmapss(rul.test)[:3])
+    url = launch(demo)
+    yield Client(url, verbose=False, analytics_enabled=False)
+    demo.close()
+
+
+def assert_well_formed(item: dict) -> None:
+    """Every candidate's attention is (target pieces x source pieces), rows summing to 1, best first."""
+    candidates = item["recommendations"]
+    assert candidates
+    for candidate in candidates:
+        attention = candidate["attention"]
+        assert len(attention) == len(candidate["target_pieces"])
+        assert all(len(row) == len(item["source_pieces"]) for row in attention)
+        assert all(sum(row) == pytest.approx(1.0, abs=1e-3) for row in attention)
+        assert 0.0 < candidate["confidence"] <= 1.0
+    scores = [candidate["score"] for candidate in candidates]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_recommend_returns_attention_matrices_shaped_by_the_pieces(client):
+    data = client.predict("\n".join(ALERTS), "tiny", 4, 3, api_name="/recommend")
+    assert [item["alert"] for item in data["alerts"]] == ALERTS
+    assert data["beam_size"] == 4 and data["n_best"] == 3
+    for item in data["alerts"]:
+        assert_well_formed(item)
+        assert 1 <= len(item["recommendations"]) <= 3
+        assert sum(c["share"] for c in item["recommendations"]) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_greedy_recommend_gives_one_candidate_per_alert_and_skips_blank_lines(client):
+    data = client.predict(f"{ALERTS[0]}\n\n   \n{ALERTS[1]}\n", "tiny", 1, 1, api_name="/recommend")
+    assert [item["alert"] for item in data["alerts"]] == ALERTS[:2]
+    for item in data["alerts"]:
+        assert_well_formed(item)
+        assert len(item["recommendations"]) == 1
+
+
+def test_more_alternatives_than_the_beam_widen_the_beam(client):
+    data = client.predict(ALERTS[0], "tiny", 1, 2, api_name="/recommend")
+    assert data["beam_size"] == 2 and data["n_best"] == 2
+    assert_well_formed(data["alerts"][0])
+
+
+def test_an_over_long_alert_is_truncated_with_a_warning_in_the_answer(client):
+    long_alert = " ".join(["pump vibration high"] * MAX_SOURCE_LENGTH)
+    item = client.predict(long_alert, "tiny", 1, 1, api_name="/recommend")["alerts"][0]
+    assert "truncated" in item["warning"] and len(item["source_pieces"]) == MAX_SOURCE_LENGTH
+    assert_well_formed(item)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "Type at least one alert"),
+    (" \n \n", "Type at least one alert"),
+    ("pump vibration high\n" * (gradio_app.MAX_ALERTS + 1), "Too much input"),
+])
+def test_empty_or_over_long_input_gives_a_readable_error(client, text, message):
+    with pytest.raises(AppError, match=message):
+        client.predict(text, "tiny", 1, 1, api_name="/recommend")
+
+
+def test_engine_health_gives_rul_health_alerts_and_one_recommendation_per_alert(client, tiny):
+    _, rul = tiny
+    bundled = client.predict(read_cmapss(rul.test)[0].unit, None, None, "tiny", api_name="/engine_health")
+    uploaded = client.predict(None, handle_file(str(rul.train)), DRIFT_UNIT, "tiny", api_name="/engine_health")
+    assert uploaded["unit"] == DRIFT_UNIT and uploaded["source"] == rul.train.name
+    assert uploaded["alerts"], "the drifted engine raises alerts"
+    for data in (bundled, uploaded):
+        assert data["rul"] >= 0 and data["health"] in HEALTH_STATES
+        assert len(data["attention"]) == len(data["window_cycles"])
+        assert len(data["recommendations"]) == len(data["alerts"])
+        for alert, item in zip(data["alerts"], data["recommendations"], strict=True):
+            assert item["alert"] == alert["phrase"]
+            assert_well_formed(item)
+
+
+def test_translate_file_returns_every_row_with_recommendation_and_score(client, tmp_path):
+    log = tmp_path / "incidents.csv"
+    rows = [{"ticket": str(i), "alert": alert} for i, alert in enumerate([*ALERTS, "", "oil level low"], 1)]
+    with log.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, ["ticket", "alert"])
+        writer.writeheader()
+        writer.writerows(rows)
+    output = client.predict(handle_file(str(log)), "alert", "tiny", 1, api_name="/translate_file")
+    with Path(output).open(newline="", encoding="utf-8") as handle:
+        result = list(csv.DictReader(handle))
+    assert [(r["ticket"], r["alert"]) for r in result] == [(r["ticket"], r["alert"]) for r in rows]
+    assert {"recommendation", "score"} <= set(result[0])
+    assert all(r["recommendation"] for r in result if r["alert"])
+
+
+@pytest.mark.parametrize("name, content, columns", [
+    ("log.csv", 'ticket,"alert, text"\n1,pump vibration high\n', ["ticket", "alert, text"]),
+    ("log.tsv", "ticket\tsource\n1\tpump vibration high\n", ["ticket", "source"]),
+    ("log.jsonl", '\n{"id": 1, "problem": "pump vibration high"}\n', ["id", "problem"]),
+    ("log.txt", "pump vibration high\n", []),
+    ("log.jsonl", "not json\n", []),
+])
+def test_batch_column_choices_come_from_the_uploaded_header(tmp_path, name, content, columns):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    assert gradio_app.file_columns(path) == columns
+
+
+def test_a_failing_request_shows_a_message_and_the_app_keeps_serving(client, tmp_path):
+    not_cmapss = tmp_path / "notes.txt"
+    not_cmapss.write_text("this is not sensor data\n", encoding="utf-8")
+    with pytest.raises(AppError, match=r"notes\.txt"):
+        client.predict(None, handle_file(str(not_cmapss)), None, "tiny", api_name="/engine_health")
+    with pytest.raises(AppError, match="Pick one of the bundled engines"):
+        client.predict(None, None, None, "tiny", api_name="/engine_health")
+    with pytest.raises(AppError, match="Upload an incident log"):
+        client.predict(None, "", "tiny", 1, api_name="/translate_file")
+    data = client.predict(ALERTS[0], "tiny", 1, 1, api_name="/recommend")
+    assert data["alerts"][0]["recommendations"][0]["text"]
+
+
+def test_uploads_over_the_size_cap_are_refused(client):
+    limit = 10 * 1024 * 1024
+    assert gradio_app.MAX_FILE_SIZE == "10mb"
+    response = httpx.post(f"{client.src.rstrip('/')}/gradio_api/upload",
+                          files={"files": ("big.csv", b"a" * (limit + 1), "text/csv")})
+    assert response.status_code == 413
+
+
+def test_a_server_path_named_in_a_request_is_never_read(client, tmp_path):
+    secret = tmp_path / "train_secret.txt"
+    secret.write_text("1 1 0 0 100" + " 1" * 21 + "\n", encoding="utf-8")
+    base = client.src.rstrip("/")
+    payload = {"data": [None, {"path": str(secret), "meta": {"_type": "gradio.FileData"}}, None, "tiny"]}
+    event = httpx.post(f"{base}/gradio_api/call/engine_health", json=payload).json()["event_id"]
+    stream = httpx.get(f"{base}/gradio_api/call/engine_health/{event}", timeout=30).text
+    assert "event: error" in stream and '"unit"' not in stream
+
+
+def test_model_calls_share_one_concurrency_slot_and_the_queue_is_bounded(tiny):
+    translator, _ = tiny
+    demo = gradio_app.build({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
+    model_calls = {fn.api_name: fn for fn in demo.fns.values()
+                   if fn.api_name in ("recommend", "engine_health", "translate_file")}
+    assert len(model_calls) == 3
+    assert all(fn.concurrency_id == "model" and fn.concurrency_limit == gradio_app.MODEL_CONCURRENCY
+               for fn in model_calls.values())
+    assert demo._queue.max_size == gradio_app.QUEUE_SIZE
+
+
+def test_only_the_three_programmatic_endpoints_are_public(client):
+    endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert endpoints == {"/recommend", "/engine_health", "/translate_file"}

@@ -1,0 +1,134 @@
+"""The technician UI in a real browser (Debian's Chromium driven by Playwright), on the tiny models.
+
+Types an alert and reads the recommendation and its heatmap, analyses an engine, uploads a log in
+the Batch tab and downloads the result. A screenshot of each tab is saved under the session's
+temporary folder (``screenshots/``) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import csv
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+from test_app import ALERTS, launch
+from tiny_runs import trained, trained_rul
+
+import gradio_app
+from seq2seq.config import SearchConfig
+from seq2seq.pipeline import EngineMonitor
+from seq2seq.recommender import Recommender
+from seq2seq.rul.cmapss import read_cmapss
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TIMEOUT_MS = 60_000  # a shared two-core machine can be slow; this is a wait limit, not a speed test
+
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
+                       "(apt-get install -y chromium chromium-driver)"),
+    pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def recommender(tmp_path_factory) -> Recommender:
+    return Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
+
+
+@pytest.fixture(scope="module")
+def server(recommender, tmp_path_factory):
+    rul = trained_rul(tmp_path_factory.getbasetemp())
+    demo = gradio_app.build({"tiny": recommender}, EngineMonitor.from_checkpoint(rul.output_dir / "best.pt"),
+                            read_cmapss(rul.train)[:4])
+    yield launch(demo)
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, server) -> Page:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server)
+    yield page
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("screenshots", numbered=False)
+
+
+def settle_and_capture(page: Page, path: Path) -> None:
+    """Wait until no output is pending (else it is drawn faded), then take a full-page screenshot."""
+    page.wait_for_function("() => !document.querySelector('.pending, .generating')")
+    page.wait_for_timeout(500)  # let the fade-in transition of the last output finish
+    page.screenshot(path=str(path), full_page=True)
+
+
+def test_typed_alert_shows_its_recommendation_and_heatmap(page, recommender, screenshots):
+    page.locator("#alerts textarea").fill("\n".join(ALERTS[:2]))
+    for slider in ("#beam", "#n-best"):
+        page.locator(f"{slider} input[type=number]").fill("3")
+        page.locator(f"{slider} input[type=number]").press("Tab")
+    page.locator("#recommend").click()
+    best = recommender.recommend([ALERTS[0]], SearchConfig(beam_size=3, n_best=3))[0]
+    expect(page.locator("#summary")).to_contain_text(best.text, timeout=TIMEOUT_MS)
+    expect(page.locator("#summary table").first).to_contain_text(best.candidates[-1].text)
+    expect(page.locator("#heatmap img")).to_be_visible(timeout=TIMEOUT_MS)
+    for k in range(2, len(best.candidates) + 1):
+        expect(page.locator(f"#heatmap-{k} img")).to_be_visible(timeout=TIMEOUT_MS)
+    settle_and_capture(page, screenshots / "alerts.png")
+
+
+def test_empty_alerts_show_a_readable_message(page):
+    page.locator("#recommend").click()
+    expect(page.get_by_text("Type at least one alert").first).to_be_visible(timeout=TIMEOUT_MS)
+
+
+def test_engine_tab_shows_rul_figures_and_alert_heatmaps(page, screenshots):
+    page.get_by_role("tab", name="Engine health").click()
+    page.locator("#analyse").click()
+    expect(page.locator("#engine-summary")).to_contain_text("RUL", timeout=TIMEOUT_MS)
+    expect(page.locator("#engine-attention img")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#engine-deviations img")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#alert-heatmap img")).to_be_visible(timeout=TIMEOUT_MS)
+    settle_and_capture(page, screenshots / "engine_health.png")
+
+
+def test_batch_tab_translates_an_upload_into_a_download(page, screenshots, tmp_path):
+    log = tmp_path / "incidents.tsv"
+    log.write_text("ticket\tsource\n" + "".join(f"{i}\t{alert}\n" for i, alert in enumerate(ALERTS, 1)),
+                   encoding="utf-8")
+    page.get_by_role("tab", name="Batch").click()
+    page.locator("#batch-file input[type=file]").set_input_files(str(log))
+    expect(page.locator("#batch-file")).to_contain_text(log.name, timeout=TIMEOUT_MS)
+    page.locator("#translate-file").click()
+    link = page.locator("#batch-result a").first
+    expect(link).to_be_visible(timeout=TIMEOUT_MS)
+    with page.expect_download() as download:
+        link.click()
+    saved = tmp_path / "result.tsv"
+    download.value.save_as(saved)
+    with saved.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    assert [row["source"] for row in rows] == ALERTS
+    assert all(row["recommendation"] for row in rows)
+    expect(page.locator("#batch-summary")).to_contain_text("3 rows", timeout=TIMEOUT_MS)
+    settle_and_capture(page, screenshots / "batch.png")
