@@ -37,12 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import json
-import math
 import os
-import shutil
-import sys
 import tempfile
 import traceback
 from collections.abc import Iterator
@@ -53,23 +48,20 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import gradio as gr
-import numpy as np
 from matplotlib.figure import Figure
 
 from seq2seq.batch import translate_file
 from seq2seq.config import SearchConfig
+from seq2seq.defaults import default_rul_model, default_translator
 from seq2seq.errors import Seq2SeqError
 from seq2seq.heatmap import heatmap_figure, recommendation_figures
+from seq2seq.incident_log import read_columns
 from seq2seq.pipeline import EngineMonitor, EngineReport, attention_figure, deviation_figure
-from seq2seq.recommender import Candidate, Recommendation, Recommender
+from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.alerts import MAX_ALERTS as ENGINE_ALERTS
 from seq2seq.rul.cmapss import Engine, read_cmapss
-from seq2seq.search import length_penalty
+from seq2seq.views import engine_json, recommendation_json
 
-ROOT = Path(__file__).resolve().parent
-DEFAULT_DIR = ROOT / "runs" / "default"
-TRANSLATOR_MINUTES = 3.4  # wall-clock budget for the default translator
-RUL_MINUTES = 0.8  # ... and for the default RUL model
 BUNDLED_ENGINES, BUNDLED_SEED = 20, 7  # synthetic engines cut at random points of their lives
 MAX_ALERTS, MAX_CHARS = 50, 10_000  # per /recommend request; files go to the Batch tab
 MAX_BEAM, MAX_N_BEST = 10, 5
@@ -85,41 +77,6 @@ EXAMPLES = [
 CONFIDENCE_NOTE = ("score = log P(recommendation | alert), divided by GNMT's length penalty under beam search; "
                    "confidence = per-piece probability exp(log P / pieces), the geometric mean of the probabilities "
                    "of the output pieces; share = the candidate's part of the n-best list's probability mass")
-
-
-# -- JSON views: what the API returns and the UI renders ------------------------------------------
-def log_probability(candidate: Candidate, search: SearchConfig) -> float:
-    """log P(y|x): beam search divides it by GNMT's length penalty, greedy search does not."""
-    if search.beam_size == 1:
-        return candidate.score
-    return candidate.score * length_penalty(len(candidate.target_pieces), search.length_penalty)
-
-
-def recommendation_json(recommendation: Recommendation, search: SearchConfig) -> dict[str, Any]:
-    log_probs = [log_probability(c, search) for c in recommendation.candidates]
-    top = max(log_probs, default=0.0)
-    mass = sum(math.exp(lp - top) for lp in log_probs)
-    return {
-        "alert": recommendation.alert, "source_pieces": recommendation.source_pieces,
-        "warning": recommendation.warning,
-        "recommendations": [{
-            "text": c.text, "score": c.score, "target_pieces": c.target_pieces,
-            "confidence": math.exp(lp / max(1, len(c.target_pieces))), "share": math.exp(lp - top) / mass,
-            "attention": np.round(c.attention.float().numpy(), 5).tolist(),  # (target pieces, source pieces)
-        } for c, lp in zip(recommendation.candidates, log_probs, strict=True)],
-    }
-
-
-def engine_json(report: EngineReport, source: str, search: SearchConfig) -> dict[str, Any]:
-    return {
-        "source": source, "unit": report.unit, "rul": report.rul, "health": report.health,
-        "health_probabilities": report.health_probabilities, "window_cycles": report.window_cycles,
-        "attention": report.attention, "deviations": report.deviations,
-        "alerts": [{"line": alert.line(report.health), "phrase": alert.phrase, "symbol": alert.symbol,
-                    "direction": alert.direction, "strength": alert.strength, "deviation": alert.deviation,
-                    "cycle": alert.cycle} for alert in report.alerts],
-        "recommendations": [recommendation_json(r, search) for r in report.recommendations],
-    }
 
 
 def _cell(text: str) -> str:
@@ -279,7 +236,7 @@ class Handlers:
                 *plot_updates(figures, ENGINE_ALERTS, labels)]
 
     def column_choices(self, upload: str | None):
-        columns = file_columns(Path(upload)) if upload else []
+        columns = read_columns(Path(upload)) if upload else []
         return gr.Dropdown(choices=columns, value=None)
 
     def translate_upload(self, upload: str | None, column: str | None, translator: str, beam_size: float,
@@ -297,22 +254,6 @@ class Handlers:
                                      search=search, chunk_rows=256,
                                      progress=lambda done, total: progress((done, total), desc="rows", unit="rows"))
         return str(output), summary
-
-
-def file_columns(path: Path) -> list[str]:
-    """The header of a CSV/TSV file or the keys of a JSONL file's first object, to choose from; [] if unreadable."""
-    suffix = path.suffix.lower()
-    try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            if suffix == ".jsonl":
-                first = next((line for line in handle if line.strip()), "{}")
-                return [str(key) for key in json.loads(first)]
-            if suffix in (".csv", ".tsv"):
-                return next(csv.reader(handle, delimiter="\t" if suffix == ".tsv" else ",",
-                                       quoting=csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL), [])
-    except (OSError, UnicodeDecodeError, ValueError, csv.Error, AttributeError):
-        pass
-    return []
 
 
 # -- layout -----------------------------------------------------------------------------------------
@@ -411,52 +352,6 @@ def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, en
 
 
 # -- models and launch --------------------------------------------------------------------------
-def _log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def _install(run_dir: Path, target: Path) -> None:
-    """Copy the run's best checkpoint (last if none was validated) to ``target`` atomically."""
-    best = run_dir / "best.pt" if (run_dir / "best.pt").is_file() else run_dir / "last.pt"
-    partial = target.with_suffix(".partial")
-    shutil.copyfile(best, partial)
-    os.replace(partial, target)
-
-
-def default_translator(folder: Path = DEFAULT_DIR) -> Path:
-    """``folder/translator.pt``, trained on the embedded corpus with the default configuration if missing."""
-    target = folder / "translator.pt"
-    if not target.is_file():
-        from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig
-        from seq2seq.corpus import EMBEDDED_DATA, read_parallel
-        from seq2seq.train import build_trainer
-
-        _log(f"{target} is missing: training the default translator (at most {TRANSLATOR_MINUTES} minutes)")
-        run_dir = folder / "translator-run"
-        trainer = build_trainer(read_parallel(EMBEDDED_DATA / "train.tsv"), read_parallel(EMBEDDED_DATA / "dev.tsv"),
-                                run_dir, ModelConfig(), TrainConfig(max_minutes=TRANSLATOR_MINUTES, device="cpu"),
-                                TokenizerConfig(), overwrite=True, log=_log)
-        trainer.fit()
-        _install(run_dir, target)
-    return target
-
-
-def default_rul_model(folder: Path = DEFAULT_DIR) -> Path:
-    """``folder/rul.pt``, trained on 100 seeded synthetic engines within RUL_MINUTES if missing."""
-    target = folder / "rul.pt"
-    if not target.is_file():
-        from seq2seq.config import RulConfig
-        from seq2seq.rul.cli import train_on_engines
-        from seq2seq.rul.synthetic import synthetic_engines
-
-        _log(f"{target} is missing: training the default RUL model (at most {RUL_MINUTES} minutes)")
-        config = RulConfig(max_minutes=RUL_MINUTES, device="cpu")
-        run_dir = folder / "rul-run"
-        train_on_engines(synthetic_engines(100, seed=config.seed), config, run_dir, _log)
-        _install(run_dir, target)
-    return target
-
-
 def bundled_engines() -> list[Engine]:
     from seq2seq.rul.synthetic import synthetic_test_set
 

@@ -196,3 +196,19 @@ def _choose(found: list[str], wanted: str | None, where: str, what: str) -> str:
     if wanted is None and len(found) == 1:
         return found[0]
     raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {', '.join(found)})")
+
+
+def read_columns(path: Path) -> list[str]:
+    """The header of a CSV/TSV file or the keys of a JSONL file's first object, to choose from; [] if unreadable."""
+    suffix = path.suffix.lower()
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            if suffix == ".jsonl":
+                first = next((line for line in handle if line.strip()), "{}")
+                return [str(key) for key in json.loads(first)]
+            if suffix in (".csv", ".tsv"):
+                return next(csv.reader(handle, delimiter="\t" if suffix == ".tsv" else ",",
+                                       quoting=csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL), [])
+    except (OSError, UnicodeDecodeError, ValueError, csv.Error, AttributeError):
+        pass
+    return []

@@ -19,6 +19,7 @@ from gradio_client.exceptions import AppError
 from tiny_runs import DRIFT_UNIT, MAX_SOURCE_LENGTH, trained, trained_rul
 
 import gradio_app
+from seq2seq.incident_log import read_columns
 from seq2seq.pipeline import EngineMonitor
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
@@ -154,7 +155,7 @@ def test_translate_file_returns_every_row_with_recommendation_and_score(client, 
 def test_batch_column_choices_come_from_the_uploaded_header(tmp_path, name, content, columns):
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
-    assert gradio_app.file_columns(path) == columns
+    assert read_columns(path) == columns
 
 
 def test_a_failing_request_shows_a_message_and_the_app_keeps_serving(client, tmp_path):
