@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from seq2seq.errors import DataError
+from seq2seq.errors import DataError, file_error
 from seq2seq.tokenizer import normalize
 
 EMBEDDED_DATA = Path(__file__).resolve().parent.parent / "data"
@@ -110,10 +110,8 @@ def _read_lines(path: Path) -> list[str]:
     """Physical lines of a UTF-8 file without their endings; a bad byte is reported by line and column."""
     try:
         data = path.read_bytes()
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, not a file") from None
     except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror})") from None
+        raise file_error(path, err) from None
     data = data.removeprefix(codecs.BOM_UTF8)
     raw_lines = data.split(b"\n")
     if raw_lines[-1] == b"":

@@ -19,3 +19,12 @@ class DataError(Seq2SeqError, ValueError):
 
 class CheckpointError(Seq2SeqError):
     """A missing, truncated, corrupt or incompatible checkpoint file."""
+
+
+def file_error(path: object, err: OSError) -> DataError:
+    """The one-line DataError for a user's file that cannot be opened or read."""
+    if isinstance(err, FileNotFoundError):
+        return DataError(f"{path}: file not found")
+    if isinstance(err, IsADirectoryError):
+        return DataError(f"{path}: is a directory, not a file")
+    return DataError(f"{path}: cannot read ({err.strerror})")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from seq2seq.errors import ConfigError, DataError
+from seq2seq.errors import ConfigError, DataError, file_error
 
 FORMATS = ("csv", "tsv", "jsonl", "txt")
 ALERT_COLUMNS = ("source", "problem")  # the default alert column, in order of preference
@@ -42,12 +42,8 @@ def format_of(path: Path, option: str | None) -> str | None:
 def open_binary(path: Path, mode: str) -> BinaryIO:
     try:
         return path.open(mode)
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, not a file") from None
     except OSError as err:
-        raise DataError(f"{path}: cannot open ({err.strerror})") from None
+        raise file_error(path, err) from None
 
 
 # Reading: physical lines are read as bytes and decoded one by one, so a bad byte spoils one row only.

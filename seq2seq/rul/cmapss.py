@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from seq2seq.catalog import SENSORS
-from seq2seq.errors import DataError
+from seq2seq.errors import DataError, file_error
 
 N_SETTINGS = 3
 N_SENSORS = len(SENSORS)  # 21
@@ -184,12 +184,8 @@ def _records(path: Path) -> list[tuple[int, list[str]]]:
     """(line number, whitespace-separated fields) of each non-blank line of a UTF-8 file."""
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, not a file") from None
     except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror})") from None
+        raise file_error(path, err) from None
     records = []
     for number, raw in enumerate(data.removeprefix(codecs.BOM_UTF8).split(b"\n"), 1):
         try:
