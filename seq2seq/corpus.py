@@ -21,7 +21,7 @@ from __future__ import annotations
 import codecs
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,35 +143,43 @@ def _choose(available: list[str], wanted: str | None, defaults: tuple[str, ...],
     raise DataError(f"{where}: no {what} {names} ({what}s found: {', '.join(available)})")
 
 
+def csv_records(path: Path, lines: Iterable[str], delimiter: str = ",", quoting: int = csv.QUOTE_MINIMAL
+                ) -> Iterator[tuple[int, int, list[str]]]:
+    """(first line, last line, fields) of each non-blank record; ``lines`` keep their line endings.
+
+    A malformed record is a one-line DataError naming its first physical line.
+    """
+    reader = csv.reader(lines, delimiter=delimiter, quoting=quoting, strict=True)
+    kind = "tab-separated" if delimiter == "\t" else "comma-separated"
+    end = 0
+    while True:
+        start = end + 1
+        try:
+            fields = next(reader, None)
+        except csv.Error as err:
+            raise DataError(f"{path}: line {start}: malformed {kind} record ({err})") from None
+        if fields is None:
+            return
+        end = reader.line_num
+        if fields and (len(fields) > 1 or fields[0].strip()):
+            yield start, end, fields
+
+
 def _read_table(
     path: Path, delimiter: str, quoting: int, source_column: str | None, target_column: str | None
 ) -> Iterator[tuple[int, str, str]]:
-    lines = _read_lines(path)
-    reader = csv.reader((line + "\n" for line in lines), delimiter=delimiter, quoting=quoting, strict=True)
+    records = csv_records(path, (line + "\n" for line in _read_lines(path)), delimiter, quoting)
     kind = "tab-separated" if delimiter == "\t" else "comma-separated"
-    header, columns, previous_end = None, (0, 0), 0
-    while True:
-        start = previous_end + 1
-        try:
-            row = next(reader, None)
-        except csv.Error as err:
-            raise DataError(f"{path}: line {start}: malformed {kind} record ({err})") from None
-        if row is None:
-            break
-        previous_end = reader.line_num
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue
-        if header is None:
-            header = [name.strip() for name in row]
-            source = _choose(header, source_column, SOURCE_NAMES, str(path), "column")
-            target = _choose(header, target_column, TARGET_NAMES, str(path), "column")
-            columns = (header.index(source), header.index(target))
-        elif len(row) != len(header):
-            raise DataError(f"{path}: line {start}: expected {len(header)} {kind} fields, found {len(row)}")
-        else:
-            yield start, row[columns[0]], row[columns[1]]
-    if header is None:
+    first = next(records, None)
+    if first is None:
         raise DataError(f"{path}: empty file (expected a header row naming the columns)")
+    header = [name.strip() for name in first[2]]
+    source = header.index(_choose(header, source_column, SOURCE_NAMES, str(path), "column"))
+    target = header.index(_choose(header, target_column, TARGET_NAMES, str(path), "column"))
+    for start, _, row in records:
+        if len(row) != len(header):
+            raise DataError(f"{path}: line {start}: expected {len(header)} {kind} fields, found {len(row)}")
+        yield start, row[source], row[target]
 
 
 _JSON_TYPES = {

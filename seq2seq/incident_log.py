@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from seq2seq.corpus import csv_records
 from seq2seq.errors import ConfigError, DataError, file_error
 
 FORMATS = ("csv", "tsv", "jsonl", "txt")
@@ -92,7 +93,7 @@ def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple
         return ["source"], _txt_rows(lines, bad)
     if fmt == "jsonl":
         return _read_jsonl(path, lines, bad, column)
-    records = _csv_records(path, lines) if fmt == "csv" else _tsv_records(lines)
+    records = csv_records(path, lines) if fmt == "csv" else _tsv_records(lines)
     first = next(records, None)
     if first is None:
         raise DataError(f"{path}: empty file (expected a header row naming the columns)")
@@ -115,23 +116,6 @@ def _txt_rows(lines: Iterator[str], bad: dict[int, tuple[int, int]]) -> Iterator
     for number, line in enumerate(lines, 1):
         text, error = line.rstrip("\r\n"), _bad_bytes(bad, number, number)
         yield Row(number, number, [text], None if error else text, error)
-
-
-def _csv_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
-    """(first line, last line, fields) of each non-blank CSV record."""
-    reader = csv.reader(lines, strict=True)
-    end = 0
-    while True:
-        start = end + 1
-        try:
-            fields = next(reader, None)
-        except csv.Error as err:
-            raise DataError(f"{path}: line {start}: malformed comma-separated record ({err})") from None
-        if fields is None:
-            return
-        end = reader.line_num
-        if fields and (len(fields) > 1 or fields[0].strip()):
-            yield start, end, fields
 
 
 def _tsv_records(lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
