@@ -24,6 +24,10 @@ The input is streamed in chunks of ``chunk_rows`` rows; each chunk's rows are wr
 flushed and fsynced, so memory stays bounded and a killed job loses nothing already written.
 ``resume=True`` cuts a partial last row left by a kill, skips as many input rows as the output
 holds and appends, so the result is byte for byte that of an uninterrupted run.
+
+A job split across processes (torchrun) gives each a ``part``: a contiguous slice of rows in whole
+chunks, written to ``part_path(output, rank)`` (the header only by rank 0); ``merge_parts`` then
+appends the parts in order, which gives the bytes of a one-process run.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -71,13 +76,16 @@ def translate_file(recommender: Recommender, input_path: str | Path, output_path
                    column: str | None = None, fmt: str | None = None, search: SearchConfig | None = None,
                    batch_size: int = 64, chunk_rows: int = 1024, resume: bool = False,
                    attention_out: str | Path | None = None, heatmaps: str | Path | None = None,
-                   progress: Callable[[int, int | None], None] | None = None) -> BatchSummary:
+                   progress: Callable[[int, int | None], None] | None = None,
+                   part: slice | None = None, header: bool = True) -> BatchSummary:
     """Translate ``column`` of every row of ``input_path`` into ``output_path`` (see the module docstring).
 
     ``attention_out`` gets one JSON line per row, ``{"row", "source_pieces", "target_pieces",
     "attention"}`` (best candidate; empty lists for a failed row); ``heatmaps`` one PNG per translated
     row. ``progress(done_rows, total_rows)`` is called after each chunk; the total comes from a line
-    count when the input is seekable, else it is None.
+    count when the input is seekable, else it is None. ``part`` translates only those rows (0-based,
+    data rows) into a new file, the caller having checked that the job's destinations are new
+    (``check_new_outputs``); ``header=False`` leaves out the header (of all parts but the first).
     """
     started = time.monotonic()
     search = search or SearchConfig()
@@ -85,6 +93,8 @@ def translate_file(recommender: Recommender, input_path: str | Path, output_path
         raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if batch_size < 1 or chunk_rows < 1:
         raise ConfigError(f"batch_size and chunk_rows must be at least 1, got {batch_size} and {chunk_rows}")
+    if resume and part is not None:
+        raise ConfigError("resume and part exclude each other: a split job is resumed in one process")
     input_path, output_path = Path(input_path), Path(output_path)
     in_fmt = fmt or format_of(input_path, "--format")
     out_fmt = format_of(output_path, None) or in_fmt
@@ -93,8 +103,11 @@ def translate_file(recommender: Recommender, input_path: str | Path, output_path
     with open_binary(input_path, "rb") as file:
         total = count_rows(file, in_fmt) if file.seekable() else None
         columns, rows = read_rows(file, input_path, in_fmt, column)
+        if part is not None:
+            rows = itertools.islice(rows, part.start, part.stop)
+            total = None if total is None else len(range(total)[part])
         layout = _Layout(input_path, out_fmt, columns, search.n_best)
-        with _Sinks(output_path, layout, attention_out, heatmaps, resume) as sinks:
+        with _Sinks(output_path, layout, attention_out, heatmaps, resume, part is not None, header) as sinks:
             skipped = sum(1 for _ in itertools.islice(rows, sinks.done))
             if skipped < sinks.done:
                 raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only {skipped}; "
@@ -208,20 +221,17 @@ class _Sinks:
 
     On opening, each holds ``done`` complete rows: none for a new job; for a resumed one, the rows
     that all of them hold (a partial row, or rows only some of them got before a kill, are cut away).
+    ``checked``: the caller has made sure they are new (a split job); ``with_header=False``: no header.
     """
 
     def __init__(self, output: Path, layout: _Layout, attention: str | Path | None, heatmaps: str | Path | None,
-                 resume: bool) -> None:
+                 resume: bool, checked: bool = False, with_header: bool = True) -> None:
         self.layout = layout
         self.heatmaps = Path(heatmaps) if heatmaps is not None else None
         attention_path = Path(attention) if attention is not None else None
-        if not resume:
-            for path, option in ((output, "--output"), (attention_path, "--attention-out")):
-                if path is not None and path.exists():
-                    raise DataError(f"{path}: already exists; use --resume to continue it, or another {option}")
-            if self.heatmaps and self.heatmaps.is_dir() and next(self.heatmaps.glob("row_*.png"), None):
-                raise DataError(f"{self.heatmaps}: already holds heatmaps; use --resume, or another --heatmaps")
-        header = layout.header_text()
+        if not resume and not checked:
+            check_new_outputs(output, attention_path, self.heatmaps)
+        header = layout.header_text() if with_header else ""
         self.done, end = _complete_rows(output, layout.fmt == "csv", header)
         if attention_path is not None:
             self.done, attention_end = _complete_rows(attention_path, False, "", self.done)
@@ -254,6 +264,33 @@ class _Sinks:
         for file in (self.attention, self.output):
             if file is not None:
                 file.close()
+
+
+def check_new_outputs(output: Path, attention: Path | None, heatmaps: Path | None) -> None:
+    """DataError when a new job's output, attention file or heatmap folder already holds output."""
+    for path, option in ((output, "--output"), (attention, "--attention-out")):
+        if path is not None and path.exists():
+            raise DataError(f"{path}: already exists; use --resume to continue it, or another {option}")
+    if heatmaps and heatmaps.is_dir() and next(heatmaps.glob("row_*.png"), None):
+        raise DataError(f"{heatmaps}: already holds heatmaps; use --resume, or another --heatmaps")
+
+
+def part_path(path: Path, index: int) -> Path:
+    """Where process ``index`` of a split job writes its part of ``path``: process 0 writes ``path`` itself."""
+    return path if index == 0 else path.with_name(f".{path.stem}.part{index}{path.suffix}")
+
+
+def merge_parts(path: Path, count: int) -> None:
+    """Append parts 1 .. count - 1 of ``path`` to it, in order (fsynced), then delete them."""
+    parts = [part_path(path, index) for index in range(1, count)]
+    with open_binary(path, "ab") as merged:
+        for part in parts:
+            with open_binary(part, "rb") as file:
+                shutil.copyfileobj(file, merged)
+        merged.flush()
+        os.fsync(merged.fileno())
+    for part in parts:
+        part.unlink()
 
 
 def _append_at(path: Path, end: int) -> BinaryIO:

@@ -5,6 +5,12 @@ Randomness comes from three sources, all seeded from ``TrainConfig.seed`` and sa
 torch's global generator (initialisation, dropout), the batch-order generator and the
 teacher-forcing generator. A run resumed from last.pt continues with the very batches and draws
 that the uninterrupted run would have used.
+
+Under torchrun (``seq2seq.distributed``) every process builds the same tokenizer (trained on rank 0
+and sent to the others) and model (DDP copies rank 0's weights), shuffles the epoch's batches alike
+and takes its own share (``World.shard``); DDP averages the gradients. Rank 0 alone validates, logs
+and writes best.pt, last.pt and metrics.jsonl, and sends the dev BLEU to the others, so every process
+takes the same schedule and early-stopping decisions and all stop together.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
@@ -26,13 +33,15 @@ from seq2seq.checkpoint import read_checkpoint, restore, save_checkpoint
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate
+from seq2seq.distributed import ONE_PROCESS, World
 from seq2seq.errors import ConfigError
-from seq2seq.evaluate import score_corpus
+from seq2seq.evaluate import Scores, score_corpus
 from seq2seq.model import Seq2Seq, build_model, count_parameters
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import Tokenizer
 
 SCHEDULES = ("plateau", "warmup")
+RANK_SEED_STRIDE = 1000  # under torchrun, process r draws dropout and teacher forcing from seed + r x this
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ class TrainResult:
     steps: int
     epochs: float  # passes over the training data, fractional when stopped mid-epoch
     seconds: float
-    tokens_per_second: float  # target tokens per second of training (validation excluded)
+    tokens_per_second: float  # target tokens per second of training, all processes together (validation excluded)
     stopped: str  # why training ended
     parameters: int
 
@@ -71,14 +80,18 @@ class Trainer:
 
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, train_set: ParallelDataset,
                  dev: ParallelCorpus, config: TrainConfig, output_dir: Path, device: torch.device,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], world: World = ONE_PROCESS) -> None:
         self.model, self.tokenizer, self.train_set, self.dev = model.to(device), tokenizer, train_set, dev
-        self.config, self.output_dir, self.device, self.log = config, output_dir, device, log
+        self.config, self.output_dir, self.device, self.log, self.world = config, output_dir, device, log, world
+        self.network: torch.nn.Module = self.model  # what train_step calls: the model, or DDP around it
+        if world.size > 1:  # every parameter gets a gradient in every configuration: no find_unused_parameters
+            device_ids = [device.index] if device.type == "cuda" else None  # cuda:LOCAL_RANK
+            self.network = DistributedDataParallel(self.model, device_ids=device_ids)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
                                            weight_decay=config.weight_decay)
         self.scheduler = make_scheduler(self.optimizer, config)
         self.batch_generator = torch.Generator().manual_seed(config.seed + 1)
-        self.forcing_generator = torch.Generator().manual_seed(config.seed + 2)
+        self.forcing_generator = torch.Generator().manual_seed(config.seed + 2 + RANK_SEED_STRIDE * world.rank)
         self.sampler = TokenBatchSampler(train_set.batch_lengths(), config.batch_tokens, shuffle=True,
                                          generator=self.batch_generator)
         self.state: dict[str, Any] = {"epoch": 0, "batches_done": 0, "step": 0, "best_bleu": -1.0,
@@ -95,7 +108,9 @@ class Trainer:
         return {**self.state, "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict(),
                 "epoch_start_generator": self.epoch_start_generator,
-                "forcing_generator": self.forcing_generator.get_state(), "torch_rng": torch.get_rng_state()}
+                "forcing_generator": self.forcing_generator.get_state(), "torch_rng": torch.get_rng_state(),
+                # only under torchrun, so that a one-process last.pt keeps its exact contents
+                **({"world_size": self.world.size} if self.world.size > 1 else {})}
 
     def load_training_state(self, saved: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(saved["optimizer"])
@@ -108,6 +123,9 @@ class Trainer:
         self.state = {key: saved[key] for key in self.state}
 
     def save(self, name: str) -> None:
+        """Write OUTPUT_DIR/name (rank 0 only: the others hold the same weights)."""
+        if not self.world.is_main:
+            return
         save_checkpoint(self.output_dir / name, self.model, self.tokenizer, self.config, self.training_state())
 
     # -- loop ----------------------------------------------------------------------------
@@ -120,17 +138,21 @@ class Trainer:
             self.save("last.pt")  # Ctrl-C loses nothing: --resume continues from this batch
             raise
         self.save("last.pt")
-        tokens, seconds = self.state["train_tokens"], self.state["train_seconds"]
-        epochs = self.state["epoch"] + self.state["batches_done"] / max(1, len(self.sampler))
+        epochs = self.state["epoch"] + self.state["batches_done"] / max(1, len(self.sampler) // self.world.size)
         return TrainResult(self.state["best_bleu"], self.state["best_step"], self.state["step"], epochs,
-                           time.monotonic() - started, tokens / max(seconds, 1e-9), stopped,
+                           time.monotonic() - started, self.tokens_per_second(), stopped,
                            count_parameters(self.model))
+
+    def tokens_per_second(self) -> float:
+        """Target tokens of all processes over the longest per-process training time (a collective)."""
+        tokens, seconds = self.world.sum(self.state["train_tokens"]), self.world.max(self.state["train_seconds"])
+        return tokens / max(seconds, 1e-9)
 
     def run_epochs(self, deadline: float) -> str:
         stopped = "epochs"
         while self.state["epoch"] < self.config.epochs:
             self.batch_generator.set_state(self.epoch_start_generator)
-            batches = list(self.sampler)  # this epoch's order, reproducible from the saved generator state
+            batches = self.world.shard(list(self.sampler))  # this epoch's share, reproducible from the saved state
             stopped = self.train_epoch(batches, deadline)
             if stopped:
                 break
@@ -148,7 +170,8 @@ class Trainer:
                             pin_memory=self.device.type == "cuda")
         epoch = self.state["epoch"] + 1
         bar = tqdm(loader, desc=f"epoch {epoch}/{self.config.epochs}", unit="batch", leave=False,
-                   initial=self.state["batches_done"], total=len(batches), mininterval=1.0)
+                   initial=self.state["batches_done"], total=len(batches), mininterval=1.0,
+                   disable=not self.world.is_main)
         self.model.train()
         for batch in bar:
             tick = time.monotonic()
@@ -157,12 +180,13 @@ class Trainer:
             self.state["train_tokens"] += n_tokens
             self.state["batches_done"] += 1
             self.state["step"] += 1
-            rate = self.state["train_tokens"] / max(self.state["train_seconds"], 1e-9)
+            # This process's rate times the processes: an estimate that needs no collective per step.
+            rate = self.world.size * self.state["train_tokens"] / max(self.state["train_seconds"], 1e-9)
             bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(nll, 50)):.2f}", tok_s=f"{rate:.0f}", refresh=False)
             every = self.config.validate_every
             if every and self.state["step"] % every == 0 and self.validate():
                 return "early stopping"
-            if time.monotonic() > deadline:
+            if deadline < math.inf and self.world.any(time.monotonic() > deadline):  # all stop at one step
                 bar.close()
                 self.validate()
                 return "time limit"
@@ -176,7 +200,7 @@ class Trainer:
             draws = torch.rand(batch.tgt_in.shape, generator=self.forcing_generator)
             feed_mask = (draws < self.config.teacher_forcing).to(self.device)
         with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
-            logits, _ = self.model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, feed_mask)
+            logits, _ = self.network(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, feed_mask)
         loss, nll = token_loss(logits, batch.tgt_out, batch.tgt_mask, self.config.label_smoothing)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss / batch.n_tokens).backward()
@@ -189,21 +213,37 @@ class Trainer:
         return loss.item() / batch.n_tokens, nll.item() / batch.n_tokens, batch.n_tokens
 
     def validate(self) -> str:
-        """Greedy dev BLEU; saves last.pt (and best.pt on improvement); returns "early stopping" or ""."""
+        """Greedy dev BLEU; saves last.pt (and best.pt on improvement); returns "early stopping" or "".
+
+        Under torchrun rank 0 translates the dev set and sends its BLEU to the others, which wait.
+        """
+        scores, hypotheses = self.score_dev() if self.world.is_main else (None, [])
+        bleu = self.world.broadcast(scores.bleu if scores else 0.0)
+        state = self.state
+        improved = bleu > state["best_bleu"]
+        if improved:
+            state.update(best_bleu=bleu, best_step=state["step"], bad_validations=0)
+        else:
+            state["bad_validations"] += 1
+        if self.config.schedule == "plateau":
+            self.scheduler.step(bleu)
+        rate = self.tokens_per_second()
+        if scores is not None:
+            self.record(scores, hypotheses, rate, improved)
+        return "early stopping" if state["bad_validations"] >= self.config.patience else ""
+
+    def score_dev(self) -> tuple[Scores, list[str]]:
+        """Scores and hypotheses of greedy search on the dev set."""
         recommender = Recommender(self.model, self.tokenizer, self.device)
         sources = [example.source for example in self.dev.examples]
         hypotheses = recommender.translate(sources, SearchConfig(beam_size=1), batch_size=128)
         scores = score_corpus(hypotheses, [example.target for example in self.dev.examples])
         self.model.train()
+        return scores, hypotheses
+
+    def record(self, scores: Scores, hypotheses: list[str], rate: float, improved: bool) -> None:
+        """Append to metrics.jsonl, log the validation and save last.pt (and best.pt on improvement)."""
         state = self.state
-        improved = scores.bleu > state["best_bleu"]
-        if improved:
-            state.update(best_bleu=scores.bleu, best_step=state["step"], bad_validations=0)
-        else:
-            state["bad_validations"] += 1
-        if self.config.schedule == "plateau":
-            self.scheduler.step(scores.bleu)
-        rate = state["train_tokens"] / max(state["train_seconds"], 1e-9)
         record = {"epoch": state["epoch"], "step": state["step"], "dev_bleu": round(scores.bleu, 2),
                   "dev_chrf": round(scores.chrf, 2), "best_bleu": round(state["best_bleu"], 2),
                   "lr": self.optimizer.param_groups[0]["lr"], "target_tokens_per_s": round(rate, 1),
@@ -215,20 +255,53 @@ class Trainer:
         if improved:
             self.save("best.pt")
         self.save("last.pt")
-        return "early stopping" if state["bad_validations"] >= self.config.patience else ""
 
 
 def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | Path, model_config: ModelConfig,
                   train_config: TrainConfig, tokenizer_config: TokenizerConfig, resume: bool = False,
-                  overwrite: bool = False, log: Callable[[str], None] = print) -> Trainer:
+                  overwrite: bool = False, log: Callable[[str], None] = print, world: World = ONE_PROCESS) -> Trainer:
     """A fresh trainer (tokenizer trained on ``train``), or the one saved in OUTPUT_DIR/last.pt.
 
     An existing run is never replaced silently: ``resume`` continues it, ``overwrite`` starts over.
+    Under torchrun (``world.size > 1``) only rank 0 touches OUTPUT_DIR, and ``resume`` is refused.
     """
     output_dir = Path(output_dir)
     last = output_dir / "last.pt"
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other")
+    if resume and world.size > 1:
+        raise ConfigError(f"--resume runs in one process, not under torchrun ({world.size} processes); "
+                          "resume without torchrun, or start over with --overwrite")
+    if world.is_main:
+        prepare_output_dir(output_dir, resume, overwrite)
+    device = world.place(resolve_device(train_config.device))
+    torch.manual_seed(train_config.seed)
+    payload = read_checkpoint(last) if resume else None
+    if payload is not None:
+        saved_size = payload.get("training_state", {}).get("world_size", 1)
+        if saved_size != 1:
+            raise ConfigError(f"--resume: {last} was written by {saved_size} "
+                              "processes (torchrun), which cannot be resumed; start over with --overwrite")
+        model, tokenizer = restore(payload, last)
+    else:
+        tokenizer = shared_tokenizer(train, tokenizer_config, world)
+        model_config = replace(model_config, src_vocab_size=tokenizer.src_vocab_size,
+                               tgt_vocab_size=tokenizer.tgt_vocab_size)
+        model = build_model(model_config)
+    if world.size > 1:  # same initial weights everywhere (DDP copies rank 0's too), then each its own dropout
+        torch.manual_seed(train_config.seed + RANK_SEED_STRIDE * world.rank)
+    train_set = ParallelDataset(train.examples, tokenizer, model.config.max_source_length,
+                                train_config.max_target_length)
+    trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world)
+    if payload is not None:
+        trainer.load_training_state(payload["training_state"])
+        log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {trainer.state['best_bleu']:.2f})")
+    return trainer
+
+
+def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:
+    """Check OUTPUT_DIR against ``resume`` / ``overwrite`` (clearing it on overwrite) and create it."""
+    last = output_dir / "last.pt"
     if resume and not last.is_file():
         raise ConfigError(f"--resume: nothing to resume in {output_dir} (no last.pt)")
     if not resume and last.exists() and not overwrite:
@@ -238,21 +311,14 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         for name in ("best.pt", "last.pt", "metrics.jsonl"):
             (output_dir / name).unlink(missing_ok=True)
     output_dir.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(train_config.device)
-    torch.manual_seed(train_config.seed)
-    payload = read_checkpoint(last) if resume else None
-    if payload is not None:
-        model, tokenizer = restore(payload, last)
-    else:
-        tokenizer = Tokenizer.train([e.source for e in train.examples], [e.target for e in train.examples],
-                                    tokenizer_config)
-        model_config = replace(model_config, src_vocab_size=tokenizer.src_vocab_size,
-                               tgt_vocab_size=tokenizer.tgt_vocab_size)
-        model = build_model(model_config)
-    train_set = ParallelDataset(train.examples, tokenizer, model.config.max_source_length,
-                                train_config.max_target_length)
-    trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log)
-    if payload is not None:
-        trainer.load_training_state(payload["training_state"])
-        log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {trainer.state['best_bleu']:.2f})")
-    return trainer
+
+
+def shared_tokenizer(train: ParallelCorpus, config: TokenizerConfig, world: World) -> Tokenizer:
+    """The tokenizer trained on ``train``: by rank 0 and sent to the others, so every process encodes alike."""
+    state = None
+    if world.is_main:
+        tokenizer = Tokenizer.train([e.source for e in train.examples], [e.target for e in train.examples], config)
+        if world.size == 1:
+            return tokenizer
+        state = tokenizer.state_dict()
+    return Tokenizer.from_state_dict(world.broadcast_object(state))

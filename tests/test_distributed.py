@@ -1,0 +1,154 @@
+"""Training and file translation split across processes by torchrun (seq2seq/distributed.py).
+
+The torchrun tests start two gloo processes on the CPU (``--standalone`` picks a free loopback
+port); the rest check the sharding rules and the refusals without starting any process group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TINY_PAIRS
+from tiny_runs import CliResult, TinyData, run_cli, tiny_data, train_args, tsv
+
+from seq2seq.checkpoint import load_model
+from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, from_dict
+from seq2seq.corpus import read_parallel
+from seq2seq.data import ParallelDataset, TokenBatchSampler
+from seq2seq.distributed import World
+from seq2seq.errors import ConfigError
+from seq2seq.recommender import Recommender
+from seq2seq.train import build_trainer
+
+PROCESSES = 2
+EPOCHS = 2
+ROWS = 2100  # three chunks of 1024 rows: rank 0 translates one, rank 1 two
+TORCHRUN_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def torchrun(cwd: Path, *argv: str) -> CliResult:
+    """``torchrun --standalone --nproc_per_node=2 -m seq2seq ARGV`` with this interpreter, one thread per process."""
+    env = {key: value for key, value in os.environ.items() if key not in TORCHRUN_ENV}
+    env["OMP_NUM_THREADS"] = "1"  # what torchrun would set, said here so that it does not warn about it
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={PROCESSES}",
+               "-m", "seq2seq", *argv]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return CliResult(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory) -> tuple[TinyData, Path, CliResult]:
+    """The tiny data, and a tiny model trained for EPOCHS epochs by two processes."""
+    root = tmp_path_factory.mktemp("ddp")
+    data = tiny_data(root / "data")
+    output_dir = root / "run"
+    result = torchrun(root, *train_args(data, output_dir, "--epochs", str(EPOCHS)))
+    assert result.status == 0, result.stderr
+    return data, output_dir, result
+
+
+# Sharding rules
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+def test_shards_of_an_epoch_are_disjoint_equal_and_cover_all_but_a_short_tail(size):
+    lengths = torch.randint(2, 30, (300,), generator=torch.Generator().manual_seed(size)).tolist()
+    plan = list(TokenBatchSampler(lengths, 120, shuffle=True, generator=torch.Generator().manual_seed(7)))
+    shards = [World(rank, rank, size).shard(plan) for rank in range(size)]
+    taken = [tuple(batch) for shard in shards for batch in shard]
+    assert len(set(taken)) == len(taken)  # no batch twice
+    assert {len(shard) for shard in shards} == {len(plan) // size}  # the same number of steps everywhere
+    assert set(taken) == {tuple(batch) for batch in plan[:len(plan) - len(plan) % size]}
+    assert World().shard(plan) == plan
+
+
+@pytest.mark.parametrize("total", [0, 1, 1023, 1024, 1025, 5000])
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_shares_of_a_file_are_contiguous_whole_chunks_in_rank_order(total, size):
+    shares = [World(rank, rank, size).share(total, 1024) for rank in range(size)]
+    rows = [row for share in shares for row in range(total)[share]]
+    assert rows == list(range(total))
+    assert all(share.start % 1024 == 0 for share in shares)
+    assert shares[-1].stop is None  # rows beyond a miscount still belong to the last process
+
+
+# Training
+
+
+def test_two_processes_write_one_checkpoint_that_loads_and_translates(ddp_run):
+    _, output_dir, result = ddp_run
+    assert sorted(path.name for path in output_dir.iterdir()) == ["best.pt", "last.pt", "metrics.jsonl"]
+    validations = (output_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["epoch"] for line in validations] == list(range(1, EPOCHS + 1))  # written once each
+    assert len(result.stdout_lines) == 1 and json.loads(result.stdout)["stopped"] == "epochs"
+    assert "Warning" not in result.stderr
+    recommender = Recommender.from_checkpoint(output_dir / "best.pt")
+    assert len(recommender.translate(["pump vibration high", "fan speed low"])) == 2
+
+
+def test_each_process_takes_its_half_of_every_epochs_batches(ddp_run):
+    data, output_dir, result = ddp_run
+    model, tokenizer, payload = load_model(output_dir / "last.pt")
+    config = from_dict(TrainConfig, payload["train_config"])
+    dataset = ParallelDataset(read_parallel(str(data.train), None, None, None).examples, tokenizer,
+                              model.config.max_source_length, config.max_target_length)
+    sampler = TokenBatchSampler(dataset.batch_lengths(), config.batch_tokens, shuffle=True,
+                                generator=torch.Generator().manual_seed(config.seed + 1))
+    batches_per_epoch = [len(list(sampler)) for _ in range(EPOCHS)]
+    assert json.loads(result.stdout)["steps"] == sum(count // PROCESSES for count in batches_per_epoch)
+    assert payload["training_state"]["world_size"] == PROCESSES
+
+
+def test_a_run_of_several_processes_is_not_resumed(ddp_run, tmp_path):
+    data, output_dir, _ = ddp_run
+    copy = tmp_path / "run"
+    shutil.copytree(output_dir, copy)
+    result = run_cli(*train_args(data, copy, "--resume"))
+    assert result.status == 2 and len(result.error_lines) == 1
+    assert f"written by {PROCESSES} processes" in result.stderr
+
+
+def test_resume_is_refused_under_torchrun(ddp_run, tmp_path):
+    data, _, _ = ddp_run
+    train = read_parallel(str(data.train), None, None, None)
+    with pytest.raises(ConfigError, match="not under torchrun"):
+        build_trainer(train, train, tmp_path, ModelConfig(), TrainConfig(), TokenizerConfig(), resume=True,
+                      world=World(rank=0, local_rank=0, size=PROCESSES))
+
+
+# Translating a file
+
+
+def test_two_processes_translate_a_file_into_the_bytes_of_one(ddp_run, tmp_path, one_thread):
+    _, output_dir, _ = ddp_run
+    alerts = [(source, str(number)) for number, (source, _) in enumerate(TINY_PAIRS * (ROWS // len(TINY_PAIRS)))]
+    alerts[1500] = ("", "1500")  # a row with an error, in rank 1's share
+    (tmp_path / "alerts.tsv").write_text(tsv(alerts, ("alert", "id")), encoding="utf-8")
+    common = ["translate", "--model", str(output_dir / "best.pt"), "--input", str(tmp_path / "alerts.tsv"),
+              "--column", "alert"]
+    split = torchrun(tmp_path, *common, "--output", "two.tsv", "--attention-out", "two.jsonl")
+    assert split.status == 0, split.stderr
+    single = run_cli(*common, "--output", str(tmp_path / "one.tsv"), "--attention-out", str(tmp_path / "one.jsonl"))
+    assert single.status == 0, single.stderr
+    assert (tmp_path / "two.tsv").read_bytes() == (tmp_path / "one.tsv").read_bytes()
+    assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+    assert f"two.tsv: {ROWS} rows: {ROWS - 1} translated" in split.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["alerts.tsv", "one.jsonl", "one.tsv", "two.jsonl",
+                                                               "two.tsv"]  # the parts are gone
+
+
+def test_translate_under_torchrun_refuses_resume_and_stdin(ddp_run, tmp_path, monkeypatch):
+    _, output_dir, _ = ddp_run
+    monkeypatch.setenv("WORLD_SIZE", str(PROCESSES))  # refused before any process group is joined
+    model = ["translate", "--model", str(output_dir / "best.pt")]
+    resumed = run_cli(*model, "--input", "alerts.txt", "--output", "out.txt", "--resume")
+    assert resumed.status == 2 and "resumed in one process" in resumed.stderr
+    piped = run_cli(*model, stdin=b"pump vibration high\n")
+    assert piped.status == 2 and "needs --input" in piped.stderr
