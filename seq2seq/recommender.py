@@ -16,6 +16,7 @@ from seq2seq.checkpoint import load_model
 from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.data import source_batch
 from seq2seq.model import Seq2Seq
+from seq2seq.quantize import quantize_int8
 from seq2seq.search import Hypothesis, search
 from seq2seq.tokenizer import EOS_ID, Tokenizer
 
@@ -51,15 +52,19 @@ class Recommendation:
 class Recommender:
     """A trained translator in evaluation mode, with its tokenizer."""
 
-    def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, device: str | torch.device = "cpu") -> None:
+    def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, device: str | torch.device = "cpu",
+                 quantize: bool = False) -> None:
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.model = model.to(self.device).eval()
+        if quantize:  # int8 weights for the linear and GRU layers (seq2seq/quantize.py), CPU only
+            self.model = quantize_int8(self.model, self.device)
+        self.quantized = quantize
         self.tokenizer = tokenizer
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str = "cpu") -> Recommender:
+    def from_checkpoint(cls, path: str | Path, device: str = "cpu", quantize: bool = False) -> Recommender:
         model, tokenizer, _ = load_model(path)
-        return cls(model, tokenizer, device)
+        return cls(model, tokenizer, device, quantize)
 
     @property
     def max_source_length(self) -> int:

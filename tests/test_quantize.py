@@ -1,0 +1,74 @@
+"""Dynamic int8 quantisation: every linear and GRU layer quantised, the float model untouched, the
+same recommendations in the same form, BLEU within tolerance of float32 on the tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import TINY_PAIRS
+from tiny_runs import run_cli, trained
+from torch import nn
+
+from seq2seq.config import SearchConfig
+from seq2seq.errors import ConfigError
+from seq2seq.evaluate import score_corpus
+from seq2seq.quantize import quantize_int8
+from seq2seq.recommender import Recommender
+
+ALERTS = [source for source, _ in TINY_PAIRS]
+REFERENCES = [target for _, target in TINY_PAIRS]
+BLEU_TOLERANCE = 5.0  # points, on the tiny 3-epoch model (MaintNet-size models: within 0.3, README)
+
+
+@pytest.fixture(scope="module", params=["bahdanau", "luong-general"])
+def run(request, tmp_path_factory, one_thread):
+    return trained(tmp_path_factory.getbasetemp(), request.param)
+
+
+def float_layers(model: nn.Module) -> list[str]:
+    return [name for name, module in model.named_modules() if type(module) in (nn.Linear, nn.GRU)]
+
+
+def test_every_linear_and_gru_layer_is_quantised_and_the_float_model_is_untouched(run):
+    float_recommender = Recommender.from_checkpoint(run.best)
+    before = {name: p.clone() for name, p in float_recommender.model.named_parameters()}
+    quantized = quantize_int8(float_recommender.model, torch.device("cpu"))
+    assert float_layers(float_recommender.model)  # there was something to quantise
+    assert float_layers(quantized) == []
+    assert all(torch.equal(before[name], p) for name, p in float_recommender.model.named_parameters())
+
+
+def test_quantised_recommendations_keep_their_form_and_bleu(run):
+    config = SearchConfig(beam_size=3, n_best=2)
+    expected = Recommender.from_checkpoint(run.best).recommend(ALERTS, config)
+    got = Recommender.from_checkpoint(run.best, quantize=True).recommend(ALERTS, config)
+    for before, after in zip(expected, got, strict=True):
+        assert after.source_pieces == before.source_pieces
+        assert len(after.candidates) == 2
+        for candidate in after.candidates:
+            assert candidate.attention.shape == (len(candidate.target_pieces), len(after.source_pieces))
+            assert torch.allclose(candidate.attention.sum(-1), torch.ones(len(candidate.target_pieces)))
+    float_bleu = score_corpus([r.text for r in expected], REFERENCES).bleu
+    int8_bleu = score_corpus([r.text for r in got], REFERENCES).bleu
+    assert abs(int8_bleu - float_bleu) <= BLEU_TOLERANCE, (float_bleu, int8_bleu)
+    same = sum(a.text == b.text for a, b in zip(expected, got, strict=True))
+    assert same >= 0.8 * len(ALERTS)
+
+
+def test_quantisation_is_refused_off_the_cpu(run):
+    model = Recommender.from_checkpoint(run.best).model
+    with pytest.raises(ConfigError, match="CPU only"):
+        quantize_int8(model, torch.device("cuda"))
+
+
+def test_cli_translate_and_evaluate_with_quantize(run):
+    result = run_cli("translate", "--model", str(run.best), "--quantize", stdin=b"pump vibration high\n\nbelt worn\n")
+    assert result.status == 0, result.stderr
+    expected = Recommender.from_checkpoint(run.best, quantize=True).translate(["pump vibration high", "",
+                                                                                "belt worn"])
+    assert result.stdout_lines == expected
+    result = run_cli("evaluate", "--model", str(run.best), "--data", str(run.data.dev), "--quantize", "--json")
+    assert result.status == 0, result.stderr
+    assert 0.0 <= json.loads(result.stdout)["bleu"] <= 100.0
