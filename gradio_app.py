@@ -1,6 +1,7 @@
 """Technician UI: alerts in, repair recommendations out, with the attention behind each one.
 
-    python gradio_app.py [--model PATH ...] [--rul-model PATH] [--host 127.0.0.1] [--port 7860]
+    python gradio_app.py [--model PATH ...] [--rul-model PATH] [--default-dir DIR] [--host 127.0.0.1] [--port 7860]
+    python gradio_app.py --smoke-test [--model PATH ...] [--rul-model PATH] [--default-dir DIR]
 
 Tabs:
 
@@ -15,12 +16,17 @@ Tabs:
 - **Batch**: an incident log (CSV, TSV, JSONL or TXT) -> the same rows with recommendation and score,
   as a download (``seq2seq.batch.translate_file``).
 
-Default models: without ``--model`` the app uses ``runs/default/translator.pt``, without
-``--rul-model`` ``runs/default/rul.pt``. A missing one is trained first and cached there, with its
+Default models: without ``--model`` the app uses ``translator.pt``, without ``--rul-model``
+``rul.pt``, in ``--default-dir`` (``runs/default/``). A missing one is trained first and cached there, with its
 progress on the terminal: the translator on the embedded corpus with the default configuration
 (about 3 minutes, at most TRANSLATOR_MINUTES), the RUL model on 100 seeded synthetic engines (at
 most RUL_MINUTES), under 5 minutes together on 2 CPU cores. Later launches start in seconds; delete
 the files to retrain.
+
+``--smoke-test`` is the non-interactive run (CI, a fresh clone): the same models (built if missing),
+the app served on a free loopback port, the page fetched and each named endpoint called once through
+gradio_client (``seq2seq.smoke``), the results and a one-line summary with timings printed, then
+shut down: exit 0, or 1 with a one-line error.
 
 Programs call the named endpoints with gradio_client, ``Client(url).predict(..., api_name=NAME)``:
 ``/recommend`` (alerts, translator, beam size, n-best -> JSON), ``/engine_health`` (bundled engine
@@ -28,9 +34,12 @@ or uploaded file + unit, translator -> JSON) and ``/translate_file`` (file, colu
 beam size -> output file). The JSON carries the raw attention matrices as nested lists.
 
 Serving: every model call shares one concurrency slot (``concurrency_id="model"``) and the queue is
-bounded; an error in one request is shown as a message and the app keeps serving. Uploads are capped
-at MAX_FILE_SIZE and only gr.File uploads are read: no path a user types is ever opened. Binds
-127.0.0.1 unless ``--host`` says otherwise.
+bounded; the queue cannot be skipped (``api_open=False``: the direct ``/gradio_api/run/...`` routes
+refuse queued events). An error in one request is shown as a message and the app keeps serving.
+Uploads are capped at MAX_FILE_SIZE and only gr.File uploads are read: no path a user types is ever
+opened. Batch results are written to a per-app temporary folder, removed at exit; Gradio's copies of
+uploads and results are deleted after FILE_MAX_AGE_S and at shutdown (SIGTERM shuts down like
+Ctrl-C). Binds 127.0.0.1 unless ``--host`` says otherwise.
 """
 
 from __future__ import annotations
@@ -38,7 +47,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
+import signal
 import tempfile
+import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,13 +58,16 @@ from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Before torch loads OpenMP: idle threads sleep instead of spinning. On a shared two-core machine spinning
+# threads fight the other processes; measured under load, beam 5 took 1.8 s instead of 9 ms, training ran 60x slower.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import gradio as gr
 from matplotlib.figure import Figure
 
 from seq2seq.batch import translate_file
 from seq2seq.config import SearchConfig
-from seq2seq.defaults import default_rul_model, default_translator
+from seq2seq.defaults import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
 from seq2seq.errors import Seq2SeqError
 from seq2seq.heatmap import heatmap_figure, recommendation_figures
 from seq2seq.incident_log import read_columns
@@ -60,12 +75,12 @@ from seq2seq.pipeline import EngineMonitor, EngineReport, attention_figure, devi
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.alerts import MAX_ALERTS as ENGINE_ALERTS
 from seq2seq.rul.cmapss import Engine, read_cmapss
-from seq2seq.views import engine_json, recommendation_json
+from seq2seq.views import CONFIDENCE_NOTE, alerts_markdown, engine_json, engine_markdown, recommendation_json
 
-BUNDLED_ENGINES, BUNDLED_SEED = 20, 7  # synthetic engines cut at random points of their lives
 MAX_ALERTS, MAX_CHARS = 50, 10_000  # per /recommend request; files go to the Batch tab
 MAX_BEAM, MAX_N_BEST = 10, 5
 MAX_FILE_SIZE = "10mb"
+FILE_MAX_AGE_S = 3600  # batch results and uploads are kept this long, then deleted (all at shutdown)
 MODEL_CONCURRENCY = 1  # two CPU cores: one model call at a time, the rest wait in the queue
 QUEUE_CONCURRENCY, QUEUE_SIZE = 2, 32
 EXAMPLES = [
@@ -74,45 +89,6 @@ EXAMPLES = [
     ["leakage detected on hyd system\nMAJOR OVERHEAT AT REDUCER"],
     ["byp duct press rapid increase\nnoticeable coolant system loss of pressure"],
 ]
-CONFIDENCE_NOTE = ("score = log P(recommendation | alert), divided by GNMT's length penalty under beam search; "
-                   "confidence = per-piece probability exp(log P / pieces), the geometric mean of the probabilities "
-                   "of the output pieces; share = the candidate's part of the n-best list's probability mass")
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def alerts_markdown(alerts: list[dict[str, Any]]) -> str:
-    blocks = []
-    for i, item in enumerate(alerts, 1):
-        lines = [f"#### {i}. {_cell(item['alert'])}"]
-        if item["warning"]:
-            lines.append(f"*{item['warning']}*")
-        candidates = item["recommendations"]
-        if candidates:
-            best = candidates[0]
-            lines.append(f"**{_cell(best['text'])}** — confidence {best['confidence']:.2f} per piece")
-        if len(candidates) > 1:
-            lines += ["", "| # | alternative | score | confidence | share |", "|---|---|---|---|---|"]
-            lines += [f"| {k} | {_cell(c['text'])} | {c['score']:.3f} | {c['confidence']:.2f} | {c['share']:.1%} |"
-                      for k, c in enumerate(candidates, 1)]
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + f"\n\n<small>{CONFIDENCE_NOTE}</small>"
-
-
-def engine_markdown(data: dict[str, Any]) -> str:
-    probabilities = ", ".join(f"{k} {v:.0%}" for k, v in data["health_probabilities"].items())
-    lines = [f"### Engine {data['unit']} ({_cell(data['source'])}): RUL {data['rul']:.0f} cycles, "
-             f"**{data['health']}**", f"Health state probabilities: {probabilities}.", ""]
-    if not data["alerts"]:
-        lines.append("No sensor deviates enough from its early cycles to raise an alert.")
-    for alert, rec in zip(data["alerts"], data["recommendations"] or [None] * len(data["alerts"]), strict=True):
-        advice = f" → **{_cell(rec['recommendations'][0]['text'])}**" if rec and rec["recommendations"] else ""
-        lines.append(f"- {_cell(alert['line'])} (peak at cycle {alert['cycle']}){advice}")
-    return "\n".join(lines)
-
-
 # -- figures ------------------------------------------------------------------------------------
 def plot_updates(figures: list[Figure], slots: int, labels: list[str] | None = None) -> list[gr.Plot]:
     """Fill the first plot slots with ``figures`` (and ``labels``); hide the unused ones but the first."""
@@ -135,6 +111,11 @@ def plot_slots(count: int, first_label: str, label: str, elem_id: str) -> list[g
 
 
 # -- request handlers -----------------------------------------------------------------------------
+def refusal(message: str) -> gr.Error:
+    """An error shown to the user; the server log gets no traceback for it (user_errors prints unexpected ones)."""
+    return gr.Error(message, print_exception=False)
+
+
 @contextlib.contextmanager
 def user_errors(upload: str | None = None) -> Iterator[None]:
     """Turn any failure into a readable gr.Error; the upload's temporary path is shown as its file name."""
@@ -144,10 +125,10 @@ def user_errors(upload: str | None = None) -> Iterator[None]:
         raise
     except (Seq2SeqError, ValueError, OSError) as err:
         message = str(err).replace(str(upload), Path(upload).name) if upload else str(err)
-        raise gr.Error(message) from None
+        raise refusal(message) from None
     except Exception as err:
         traceback.print_exc()
-        raise gr.Error(f"Unexpected {type(err).__name__}: {err}. The app is still running; try again.") from None
+        raise refusal(f"Unexpected {type(err).__name__}: {err}. The app is still running; try again.") from None
 
 
 class Handlers:
@@ -159,17 +140,29 @@ class Handlers:
             raise ValueError("the UI needs at least one translator")
         self.translators, self.monitor = translators, monitor
         self.engines = {engine.unit: engine for engine in engines}
-        self.work_dir = Path(tempfile.mkdtemp(prefix="maintenance-app-"))
+        self._work = tempfile.TemporaryDirectory(prefix="maintenance-app-")  # removed at exit or close()
+        self.work_dir = Path(self._work.name)
+
+    def close(self) -> None:
+        """Remove the batch results' folder now rather than at exit."""
+        self._work.cleanup()
+
+    def _new_output_dir(self) -> Path:
+        """A fresh folder for one batch result; results older than FILE_MAX_AGE_S go (Gradio serves its copy)."""
+        for old in self.work_dir.iterdir():
+            if time.time() - old.stat().st_mtime > FILE_MAX_AGE_S:
+                shutil.rmtree(old, ignore_errors=True)
+        return Path(tempfile.mkdtemp(dir=self.work_dir))
 
     def translator(self, name: str | None) -> Recommender:
         if name not in self.translators:
-            raise gr.Error(f"Unknown translator {name!r}; choose one of: {', '.join(self.translators)}")
+            raise refusal(f"Unknown translator {name!r}; choose one of: {', '.join(self.translators)}")
         return self.translators[name]
 
     def search(self, beam_size: float, n_best: float = 1) -> SearchConfig:
         beam, n = int(beam_size or 1), int(n_best or 1)
         if not (1 <= beam <= MAX_BEAM and 1 <= n <= MAX_N_BEST):
-            raise gr.Error(f"Beam size must be 1..{MAX_BEAM} and n-best 1..{MAX_N_BEST} (got {beam} and {n}).")
+            raise refusal(f"Beam size must be 1..{MAX_BEAM} and n-best 1..{MAX_N_BEST} (got {beam} and {n}).")
         if n > beam:
             gr.Warning(f"{n} alternatives need a beam of at least {n}: searching with beam size {n}.")
         return SearchConfig(beam_size=max(beam, n), n_best=n)
@@ -177,9 +170,9 @@ class Handlers:
     def recommend(self, text: str, translator: str, beam_size: float, n_best: float):
         alerts = [line.strip() for line in (text or "").splitlines() if line.strip()]
         if not alerts:
-            raise gr.Error("Type at least one alert, one per line.")
+            raise refusal("Type at least one alert, one per line.")
         if len(alerts) > MAX_ALERTS or len(text) > MAX_CHARS:
-            raise gr.Error(f"Too much input: at most {MAX_ALERTS} alerts and {MAX_CHARS:,} characters per "
+            raise refusal(f"Too much input: at most {MAX_ALERTS} alerts and {MAX_CHARS:,} characters per "
                            "request; the Batch tab translates whole files.")
         recommender, search = self.translator(translator), self.search(beam_size, n_best)
         with user_errors():
@@ -213,15 +206,15 @@ class Handlers:
             engines = {engine.unit: engine for engine in read_cmapss(upload)}
             wanted = int(float(file_unit)) if file_unit not in (None, "") else next(iter(engines))
             if wanted not in engines:
-                raise gr.Error(f"{Path(upload).name}: no engine {wanted} (units {min(engines)}..{max(engines)})")
+                raise refusal(f"{Path(upload).name}: no engine {wanted} (units {min(engines)}..{max(engines)})")
             return engines[wanted], Path(upload).name
         if unit in (None, "") or int(float(unit)) not in self.engines:
-            raise gr.Error("Pick one of the bundled engines, or upload a C-MAPSS file.")
+            raise refusal("Pick one of the bundled engines, or upload a C-MAPSS file.")
         return self.engines[int(float(unit))], "bundled synthetic engines"
 
     def engine_health(self, unit: Any, upload: str | None, file_unit: Any, translator: str):
         if self.monitor is None:
-            raise gr.Error("No RUL model loaded: start the app with --rul-model PATH.")
+            raise refusal("No RUL model loaded: start the app with --rul-model PATH.")
         recommender, search = self.translator(translator), SearchConfig()
         with user_errors(upload):
             engine, source = self.pick_engine(unit, upload, file_unit)
@@ -242,11 +235,11 @@ class Handlers:
     def translate_upload(self, upload: str | None, column: str | None, translator: str, beam_size: float,
                        progress=gr.Progress()):  # noqa: B008 (Gradio finds the tracker by this default)
         if not upload:
-            raise gr.Error("Upload an incident log first (CSV, TSV, JSONL or TXT).")
+            raise refusal("Upload an incident log first (CSV, TSV, JSONL or TXT).")
         recommender, search = self.translator(translator), self.search(beam_size)
         source = Path(upload)
         is_text = source.suffix.lower() == ".txt"  # one alert per line: written back as CSV, next to its alert
-        output = Path(tempfile.mkdtemp(dir=self.work_dir)) / f"{source.stem}.recommendations" \
+        output = self._new_output_dir() / f"{source.stem}.recommendations" \
             f"{'.csv' if is_text else source.suffix.lower()}"
         progress(0, desc="starting")
         with user_errors(upload):
@@ -339,7 +332,8 @@ def _batch_tab(h: Handlers) -> None:
 def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, engines: list[Engine]) -> gr.Blocks:
     """The whole UI, queued but not launched (``demo.launch(max_file_size=MAX_FILE_SIZE, ...)``)."""
     handlers = Handlers(translators, monitor, engines)
-    with gr.Blocks(title="Maintenance recommendations", analytics_enabled=False) as demo:
+    with gr.Blocks(title="Maintenance recommendations", analytics_enabled=False,
+                   delete_cache=(FILE_MAX_AGE_S, FILE_MAX_AGE_S)) as demo:
         gr.Markdown("## Maintenance recommendations: alerts in, repairs out, with the attention behind them")
         with gr.Tab("Alerts"):
             _alerts_tab(handlers)
@@ -347,17 +341,11 @@ def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, en
             _engine_tab(handlers)
         with gr.Tab("Batch"):
             _batch_tab(handlers)
-    demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY, max_size=QUEUE_SIZE)
+    demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY, max_size=QUEUE_SIZE, api_open=False)
     return demo
 
 
 # -- models and launch --------------------------------------------------------------------------
-def bundled_engines() -> list[Engine]:
-    from seq2seq.rul.synthetic import synthetic_test_set
-
-    return synthetic_test_set(BUNDLED_ENGINES, seed=BUNDLED_SEED)[0]
-
-
 def load_translators(paths: list[str]) -> dict[str, Recommender]:
     """One translator per checkpoint, named by its attention type (and its file when two share one)."""
     loaded = [(path, Recommender.from_checkpoint(path)) for path in paths]
@@ -369,17 +357,30 @@ def load_translators(paths: list[str]) -> dict[str, Recommender]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", help="translator checkpoint (repeatable); "
-                        "default runs/default/translator.pt, trained on first launch")
-    parser.add_argument("--rul-model", help="RUL checkpoint; default runs/default/rul.pt, trained on first launch")
+                        "default translator.pt in --default-dir, trained on first launch")
+    parser.add_argument("--rul-model", help="RUL checkpoint; default rul.pt in --default-dir, trained on first launch")
+    parser.add_argument("--default-dir", type=Path, default=DEFAULT_DIR,
+                        help=f"where the default models are cached (default {DEFAULT_DIR})")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--smoke-test", action="store_true", help="serve on a free loopback port, call each "
+                        "endpoint once through gradio_client, print the results and timings, shut down")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     try:
-        translators = load_translators(args.model or [str(default_translator())])
-        monitor = EngineMonitor.from_checkpoint(args.rul_model or default_rul_model())
+        translators = load_translators(args.model or [str(default_translator(args.default_dir))])
+        monitor = EngineMonitor.from_checkpoint(args.rul_model or default_rul_model(args.default_dir))
     except Seq2SeqError as err:
         parser.exit(2, f"gradio_app: error: {err}\n")
-    demo = build(translators, monitor, bundled_engines())
+    engines = bundled_engines()
+    demo = build(translators, monitor, engines)
+    if args.smoke_test:
+        from seq2seq.smoke import smoke_test
+
+        oldest = max(engines, key=lambda engine: engine.length).unit  # the likeliest to raise alerts
+        raise SystemExit(smoke_test(demo, next(iter(translators)), oldest, MAX_FILE_SIZE,
+                                    models_s=time.perf_counter() - started))
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # shut down as on Ctrl-C: caches get deleted
     demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_FILE_SIZE)
 
 

@@ -1,9 +1,10 @@
-"""The project's default models, built on first use and cached in ``runs/default/``.
+"""The project's default models, built on first use and cached in ``runs/default/``, and its bundled engines.
 
 ``default_translator()`` trains the translator on the embedded corpus with the default
 configuration and ``default_rul_model()`` the RUL model on seeded synthetic engines, each within a
 wall-clock budget (together under 5 minutes on 2 CPU cores), so the UI works on a fresh clone with
-no manual step; later calls find the cached files and return at once.
+no manual step; later calls find the cached files and return at once. ``bundled_engines()`` are the
+seeded synthetic engines the UI offers when no C-MAPSS file is uploaded.
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from seq2seq.rul.cmapss import Engine
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "runs" / "default"
 TRANSLATOR_MINUTES = 3.4  # wall-clock budget for the default translator
 RUL_MINUTES = 0.8  # ... and for the default RUL model
+BUNDLED_ENGINES, BUNDLED_SEED = 20, 7  # synthetic engines cut at random points of their lives
 
 
 def _log(line: str) -> None:
@@ -62,3 +68,10 @@ def default_rul_model(folder: Path = DEFAULT_DIR) -> Path:
         train_on_engines(synthetic_engines(100, seed=config.seed), config, run_dir, _log)
         _install(run_dir, target)
     return target
+
+
+def bundled_engines() -> list[Engine]:
+    """BUNDLED_ENGINES seeded synthetic engines, each cut at a random point before its failure."""
+    from seq2seq.rul.synthetic import synthetic_test_set
+
+    return synthetic_test_set(BUNDLED_ENGINES, seed=BUNDLED_SEED)[0]

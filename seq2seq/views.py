@@ -1,8 +1,9 @@
-"""JSON views of recommendations and engine reports: what the UI's API returns and its pages render.
+"""JSON views of recommendations and engine reports (what the UI's API returns) and their Markdown pages.
 
 Attention matrices travel as nested lists (target pieces x source pieces), rounded to 5 decimals.
 ``confidence`` is the per-piece probability exp(log P / pieces); ``share`` is a candidate's part of
-the n-best list's probability mass.
+the n-best list's probability mass. ``alerts_markdown`` and ``engine_markdown`` render the JSON for
+the UI's pages, so a page shows exactly what a program gets.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from seq2seq.config import SearchConfig
 from seq2seq.pipeline import EngineReport
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.search import length_penalty
+
+CONFIDENCE_NOTE = ("score = log P(recommendation | alert), divided by GNMT's length penalty under beam search; "
+                   "confidence = per-piece probability exp(log P / pieces), the geometric mean of the probabilities "
+                   "of the output pieces; share = the candidate's part of the n-best list's probability mass")
 
 
 def log_probability(candidate: Candidate, search: SearchConfig) -> float:
@@ -50,3 +55,39 @@ def engine_json(report: EngineReport, source: str, search: SearchConfig) -> dict
                     "cycle": alert.cycle} for alert in report.alerts],
         "recommendations": [recommendation_json(r, search) for r in report.recommendations],
     }
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def alerts_markdown(alerts: list[dict[str, Any]]) -> str:
+    """Per alert: the best recommendation with its confidence, then (n-best > 1) a table of the alternatives."""
+    blocks = []
+    for i, item in enumerate(alerts, 1):
+        lines = [f"#### {i}. {_cell(item['alert'])}"]
+        if item["warning"]:
+            lines.append(f"*{item['warning']}*")
+        candidates = item["recommendations"]
+        if candidates:
+            best = candidates[0]
+            lines.append(f"**{_cell(best['text'])}** — confidence {best['confidence']:.2f} per piece")
+        if len(candidates) > 1:
+            lines += ["", "| # | alternative | score | confidence | share |", "|---|---|---|---|---|"]
+            lines += [f"| {k} | {_cell(c['text'])} | {c['score']:.3f} | {c['confidence']:.2f} | {c['share']:.1%} |"
+                      for k, c in enumerate(candidates, 1)]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + f"\n\n<small>{CONFIDENCE_NOTE}</small>"
+
+
+def engine_markdown(data: dict[str, Any]) -> str:
+    """RUL, health and its probabilities, then one line per alert with its recommendation."""
+    probabilities = ", ".join(f"{k} {v:.0%}" for k, v in data["health_probabilities"].items())
+    lines = [f"### Engine {data['unit']} ({_cell(data['source'])}): RUL {data['rul']:.0f} cycles, "
+             f"**{data['health']}**", f"Health state probabilities: {probabilities}.", ""]
+    if not data["alerts"]:
+        lines.append("No sensor deviates enough from its early cycles to raise an alert.")
+    for alert, rec in zip(data["alerts"], data["recommendations"] or [None] * len(data["alerts"]), strict=True):
+        advice = f" → **{_cell(rec['recommendations'][0]['text'])}**" if rec and rec["recommendations"] else ""
+        lines.append(f"- {_cell(alert['line'])} (peak at cycle {alert['cycle']}){advice}")
+    return "\n".join(lines)

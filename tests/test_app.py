@@ -1,5 +1,5 @@
 """The technician UI through its named API endpoints (gradio_client), served in process on loopback
-with the tiny translator and the tiny RUL model of ``tiny_runs``."""
+with the tiny translator and the tiny RUL model of ``tiny_runs``; its smoke-test mode, run as a process."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import csv
-import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -19,22 +20,19 @@ from gradio_client.exceptions import AppError
 from tiny_runs import DRIFT_UNIT, MAX_SOURCE_LENGTH, trained, trained_rul
 
 import gradio_app
+from seq2seq import smoke
 from seq2seq.incident_log import read_columns
 from seq2seq.pipeline import EngineMonitor
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.preprocess import HEALTH_STATES
+from seq2seq.smoke import free_port
 
 # gradio 6.31 with pandas 3.1 warns on every queued call; the suite turns warnings into errors.
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")
 
 ALERTS = ["pump vibration high", "fan speed low", "valve leak detected"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def launch(demo) -> str:
@@ -198,6 +196,60 @@ def test_model_calls_share_one_concurrency_slot_and_the_queue_is_bounded(tiny):
     assert all(fn.concurrency_id == "model" and fn.concurrency_limit == gradio_app.MODEL_CONCURRENCY
                for fn in model_calls.values())
     assert demo._queue.max_size == gradio_app.QUEUE_SIZE
+
+
+def test_the_queue_cannot_be_skipped_by_posting_to_the_direct_route(client):
+    response = httpx.post(f"{client.src.rstrip('/')}/gradio_api/run/recommend",
+                          json={"data": [ALERTS[0], "tiny", 1, 1]})
+    assert response.status_code == 404 and "join the queue" in response.text
+
+
+def test_batch_results_live_in_the_apps_temporary_folder_until_they_age_or_it_closes(tiny, tmp_path):
+    translator, _ = tiny
+    handlers = gradio_app.Handlers({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
+    log = tmp_path / "log.txt"
+    log.write_text("pump vibration high\n", encoding="utf-8")
+    first, _ = handlers.translate_upload(str(log), None, "tiny", 1, progress=lambda *args, **kwargs: None)
+    assert Path(first).is_file() and Path(first).is_relative_to(handlers.work_dir)
+    os.utime(Path(first).parent, (0, 0))  # as if written long ago
+    second, _ = handlers.translate_upload(str(log), None, "tiny", 1, progress=lambda *args, **kwargs: None)
+    assert Path(second).is_file() and not Path(first).exists()
+    handlers.close()
+    assert not handlers.work_dir.exists()
+
+
+def test_smoke_test_mode_calls_each_endpoint_then_exits_leaving_no_files(tiny, tmp_path):
+    translator, rul = tiny
+    temp, cache = tmp_path / "tmp", tmp_path / "gradio"
+    temp.mkdir()
+    cache.mkdir()
+    done = subprocess.run([sys.executable, "gradio_app.py", "--smoke-test", "--model", str(translator.best),
+                           "--rul-model", str(rul.output_dir / "best.pt")], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "TMPDIR": str(temp), "GRADIO_TEMP_DIR": str(cache)}, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("smoke test: serving on http://127.0.0.1:")
+    assert [line.split(":")[0] for line in lines[1:-1]] == ["page", "/recommend", "/engine_health", "/translate_file"]
+    assert lines[-1].startswith("smoke test ok: models ready in ")
+    left = [path for path in [*temp.rglob("*"), *cache.rglob("*")] if path.is_file() and path.stat().st_size]
+    assert left == [], "uploads, results and the app's temporary folder are removed at shutdown"
+
+
+def test_a_failing_smoke_test_exits_1_with_a_one_line_error(tiny, capsys, monkeypatch):
+    translator, _ = tiny
+    monkeypatch.setattr(smoke, "ALERT", " ")  # the app answers an empty alert with an error
+    demo = gradio_app.build({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
+    assert smoke.smoke_test(demo, "tiny", None, gradio_app.MAX_FILE_SIZE, models_s=0.0) == 1
+    expected = "gradio_app: smoke test failed: /recommend: Type at least one alert, one per line.\n"
+    assert capsys.readouterr().err == expected
+
+
+def test_smoke_test_with_a_missing_checkpoint_exits_2_with_a_one_line_error(tmp_path, capsys):
+    missing = tmp_path / "missing.pt"
+    with pytest.raises(SystemExit) as exit:
+        gradio_app.main(["--smoke-test", "--model", str(missing)])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err == f"gradio_app: error: {missing}: checkpoint not found\n"
 
 
 def test_only_the_three_programmatic_endpoints_are_public(client):

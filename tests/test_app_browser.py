@@ -118,7 +118,7 @@ def test_batch_tab_translates_an_upload_into_a_download(page, screenshots, tmp_p
                    encoding="utf-8")
     page.get_by_role("tab", name="Batch").click()
     page.locator("#batch-file input[type=file]").set_input_files(str(log))
-    expect(page.locator("#batch-file")).to_contain_text(log.name, timeout=TIMEOUT_MS)
+    expect(page.locator("#batch-file").get_by_role("cell", name=log.name)).to_be_visible(timeout=TIMEOUT_MS)
     page.locator("#translate-file").click()
     link = page.locator("#batch-result a").first
     expect(link).to_be_visible(timeout=TIMEOUT_MS)
