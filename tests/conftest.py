@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# Before torch loads OpenMP: waiting threads sleep instead of spinning, so a suite sharing its two
+# cores with another job (a benchmark, a second suite) does not slow to a crawl (see gradio_app.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
