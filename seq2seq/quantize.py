@@ -3,7 +3,7 @@
 Every ``nn.Linear`` and ``nn.GRU`` gets int8 weights (per tensor) and quantises its activations
 per batch on the fly (``torch.ao.quantization.quantize_dynamic``, fbgemm/x86 kernels). Embeddings,
 the attention softmax and the search stay in float32. Measured on MaintNet (README, "Speed"):
-about 1.7-2.0x the sentences/s of float32 at batch 64 on 2 CPU cores; dev BLEU within 0.3 of
+about 1.8-2.2x the sentences/s of float32 at batch 64 on 2 CPU cores; dev BLEU within 0.3 of
 float32 in 23 of 24 configurations (0.35 in one; README, "Speed").
 
 ``torch.ao.quantization`` is deprecated in favour of torchao, but torchao's int8 dynamic
