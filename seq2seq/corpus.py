@@ -182,29 +182,30 @@ def _read_table(
         yield start, row[source], row[target]
 
 
-_JSON_TYPES = {
-    dict: "an object",
-    list: "an array",
-    str: "a string",
-    int: "a number",
-    float: "a number",
-    bool: "a boolean",
-    type(None): "null",
-}
+def json_type(value: object) -> str:
+    """How an error message names a JSON value's type: "an object", "a number", "null", ..."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def json_objects(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for every non-blank JSON line; a line that is not a JSON object is a DataError."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}: line {number}: invalid JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}: line {number}: expected a JSON object, found {json_type(record)}")
+        yield number, record
 
 
 def _read_jsonl(path: Path, source_key: str | None, target_key: str | None) -> Iterator[tuple[int, str, str]]:
     keys = None
-    for number, line in enumerate(_read_lines(path), 1):
-        if not line.strip():
-            continue
+    for number, record in json_objects(path, _read_lines(path)):
         where = f"{path}: line {number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{where}: invalid JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{where}: expected a JSON object, found {_JSON_TYPES[type(record)]}")
         if keys is None:  # the first record chooses the keys; every other record must have them
             keys = (
                 _choose(list(record), source_key, SOURCE_NAMES, where, "key"),
@@ -216,7 +217,7 @@ def _read_jsonl(path: Path, source_key: str | None, target_key: str | None) -> I
                 raise DataError(f"{where}: no key {key!r} (keys found: {', '.join(record)})")
             value = record[key]
             if value is not None and not isinstance(value, str):
-                raise DataError(f"{where}: {key!r} must be a string, found {_JSON_TYPES[type(value)]}")
+                raise DataError(f"{where}: {key!r} must be a string, found {json_type(value)}")
             texts.append(value or "")
         yield number, texts[0], texts[1]
 

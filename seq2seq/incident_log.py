@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from seq2seq.corpus import csv_records
+from seq2seq.corpus import csv_records, json_objects, json_type
 from seq2seq.errors import ConfigError, DataError, file_error
 
 FORMATS = ("csv", "tsv", "jsonl", "txt")
@@ -127,7 +127,7 @@ def _tsv_records(lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
 
 def _read_jsonl(path: Path, lines: Iterator[str], bad: dict[int, tuple[int, int]],
                 key: str | None) -> tuple[list[str], Iterator[Row]]:
-    objects = _json_objects(path, lines)
+    objects = json_objects(path, lines)
     first = next(objects, None)
     if first is None:
         return [], iter(())
@@ -141,28 +141,10 @@ def _read_jsonl(path: Path, lines: Iterator[str], bad: dict[int, tuple[int, int]
             if not error and chosen not in record:
                 error = f"no key {chosen!r}"
             elif not error and value is not None and not isinstance(value, str):
-                error = f"{chosen!r} must be a string, found {_json_type(value)}"
+                error = f"{chosen!r} must be a string, found {json_type(value)}"
             yield Row(number, line, record, None if error else value or "", error)
 
     return keys, rows()
-
-
-def _json_objects(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}: line {number}: invalid JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}: line {number}: expected a JSON object, found {_json_type(record)}")
-        yield number, record
-
-
-def _json_type(value: Any) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
 
 
 def _choose(found: list[str], wanted: str | None, where: str, what: str) -> str:
