@@ -8,6 +8,8 @@ import os
 # cores with another job (a benchmark, a second suite) does not slow to a crawl (see gradio_app.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import importlib.util
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -57,6 +59,16 @@ TINY_PAIRS = (
 )
 
 TINY_CONFIG = TokenizerConfig(vocab_size=60)
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def load_script(name: str):
+    """``scripts/NAME.py`` imported as module NAME (the scripts folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

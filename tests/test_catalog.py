@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from seq2seq import catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "make_corpus.py"
 SPLITS = ("train", "dev", "test")
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("make_corpus", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
 
 
 def read_split(name: str) -> list[tuple[str, str]]:
@@ -158,7 +150,7 @@ def test_check_fails_with_one_line_when_a_file_differs(tmp_path):
 
 
 def test_generation_is_deterministic_and_seeded():
-    script = load_script()
+    script = load_script("make_corpus")
     assert script.build(7) == script.build(7)
     assert script.build(7) != script.build(8)
 

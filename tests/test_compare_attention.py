@@ -4,7 +4,6 @@ baseline without a p-value, p-values in (0, 1] for the others, and one-line erro
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -13,24 +12,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY_PAIRS
+from conftest import TINY_PAIRS, load_script
 from tiny_runs import TinyRun, run_cli, trained
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "compare_attention.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("compare_attention", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def compare():
-    return load_script().main
+    return load_script("compare_attention").main
 
 
 @pytest.fixture(scope="module")
