@@ -153,14 +153,14 @@ def timed_translate(recommender: Recommender, sources: list[str], config: Search
 
 def translate_speed(path: str, args: argparse.Namespace, dev, peak_gflops: float) -> list[dict]:
     sources, references = [e.source for e in dev.examples], [e.target for e in dev.examples]
-    float_model = Recommender.from_checkpoint(path)
+    recommenders = {quantize: Recommender.from_checkpoint(path, quantize=quantize) for quantize in (False, True)}
+    float_model = recommenders[False]
     rows = []
     for beam in (1, 5):
         config = SearchConfig(beam_size=beam)
         flops = flops_per_sentence(float_model, sources, config)
         for quantize, batch_size in itertools.product((False, True), args.batch_sizes):
-            recommender = Recommender.from_checkpoint(path, quantize=quantize)
-            rate, texts = timed_translate(recommender, sources, config, batch_size, args.repeats)
+            rate, texts = timed_translate(recommenders[quantize], sources, config, batch_size, args.repeats)
             bleu = score_corpus(texts, references).bleu
             rows.append({"model": Path(path).parent.name, "attention": float_model.model.config.attention,
                          "beam": beam, "int8": quantize, "batch": batch_size, "sent_per_s": round(rate),
