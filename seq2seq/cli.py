@@ -20,6 +20,7 @@ from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.batch import FORMATS, BatchSummary, check_new_outputs, merge_parts, part_path, translate_file
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict, load_config_file
 from seq2seq.errors import ConfigError, Seq2SeqError
+from seq2seq.precision import PRECISIONS
 from seq2seq.rul.cli import add_rul_parser, run_rul
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ OVERRIDES = {
     "layers": ("model", "num_layers"), "dropout": ("model", "dropout"),
     "input_feeding": ("model", "input_feeding"), "tie_embeddings": ("model", "tie_embeddings"),
     "epochs": ("train", "epochs"), "max_minutes": ("train", "max_minutes"), "device": ("train", "device"),
+    "precision": ("train", "precision"),
     "seed": ("train", "seed"), "batch_tokens": ("train", "batch_tokens"), "learning_rate": ("train", "learning_rate"),
     "schedule": ("train", "schedule"), "label_smoothing": ("train", "label_smoothing"),
     "teacher_forcing": ("train", "teacher_forcing"), "patience": ("train", "patience"),
@@ -58,6 +60,9 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int)
     p.add_argument("--max-minutes", type=float, help="stop (and save) after this much wall-clock time")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="matrix products in: auto (fp16 on CUDA, fp32 on a CPU), fp32, bf16 (CUDA, or a CPU "
+                        "with AVX512-BF16/AMX), fp16 (CUDA)")
     p.add_argument("--seed", type=int)
     p.add_argument("--batch-tokens", type=int)
     p.add_argument("--learning-rate", type=float)

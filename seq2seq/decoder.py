@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.attention import Attention
 from seq2seq.tokenizer import PAD_ID
@@ -37,6 +38,10 @@ class DecoderState:
         attentional = None if self.attentional is None else self.attentional.index_select(0, index)
         return DecoderState(self.hidden.index_select(1, index), attentional)
 
+    def head(self, n: int) -> DecoderState:
+        """The first ``n`` rows, as views (the sentences still running in a batch sorted by length)."""
+        return DecoderState(self.hidden[:, :n], None if self.attentional is None else self.attentional[:n])
+
 
 @dataclass(frozen=True)
 class Encoded:
@@ -50,6 +55,25 @@ class Encoded:
         """Rows ``index``; ``repeat_interleave``d indices tile a batch for beam search."""
         return Encoded(self.memory.index_select(0, index), self.keys.index_select(0, index),
                        self.mask.index_select(0, index))
+
+    def head(self, n: int) -> Encoded:
+        """The first ``n`` rows, as views."""
+        return Encoded(self.memory[:n], self.keys[:n], self.mask[:n])
+
+
+def pack_target(tgt_in: Tensor, tgt_mask: Tensor | None) -> tuple[PackedSequence, Tensor]:
+    """tgt_in (B, T) -> its PackedSequence (longest first; ``batch_sizes[t]`` sentences still
+    running at step t) and the mask (B, T), all True when ``tgt_mask`` is None."""
+    if tgt_mask is None:
+        tgt_mask = torch.ones_like(tgt_in, dtype=torch.bool)
+    return pack_padded_sequence(tgt_in, tgt_mask.sum(1).cpu(), batch_first=True, enforce_sorted=False), tgt_mask
+
+
+def unpack_steps(steps: list[Tensor], packed: PackedSequence, total_length: int) -> Tensor:
+    """Per-step rows (n_t, *) of a loop over ``packed`` -> (B, T, *) in the batch's order, 0 at padding."""
+    padded, _ = pad_packed_sequence(packed._replace(data=torch.cat(steps)), batch_first=True,
+                                    total_length=total_length)
+    return padded
 
 
 class Decoder(nn.Module):
@@ -73,36 +97,46 @@ class Decoder(nn.Module):
         """The state before the first step, from the bridged encoder states (N, B, H)."""
         return DecoderState(hidden, None)
 
-    def step_output(self, prev: Tensor, state: DecoderState, encoded: Encoded
+    def step_output(self, embedded: Tensor, state: DecoderState, encoded: Encoded
                     ) -> tuple[Tensor, DecoderState, Tensor]:
-        """One step without the output layer: prev (B,) -> o_t (B, H), state, weights (B, S)."""
+        """One step without the output layer: embedded y_{t-1} (B, E) -> o_t (B, H), state, weights (B, S)."""
         raise NotImplementedError
 
     def step(self, prev: Tensor, state: DecoderState, encoded: Encoded) -> tuple[Tensor, DecoderState, Tensor]:
         """One decoding step: prev (B,) ids -> logits (B, V), next state, weights (B, S)."""
-        output, state, weights = self.step_output(prev, state, encoded)
-        return self.output(self.dropout(output)), state, weights
+        output, state, weights = self.step_output(self.dropout(self.embed(prev)), state, encoded)
+        return self.logits(output), state, weights
 
-    def forward(self, tgt_in: Tensor, state: DecoderState, encoded: Encoded, feed_mask: Tensor | None = None
-                ) -> tuple[Tensor, Tensor]:
-        """Teacher-forced decoding from ``state``: tgt_in (B, T) -> logits (B, T, V), weights (B, T, S).
+    def logits(self, output: Tensor) -> Tensor:
+        """o_t (..., H) -> logits (..., V)."""
+        return self.output(self.dropout(output))
 
-        ``feed_mask`` (B, T) bool: where False, step t is fed the model's own previous argmax
-        instead of ``tgt_in[:, t]`` (scheduled sampling; drawn by the training loop).
+    def forward(self, tgt_in: Tensor, state: DecoderState, encoded: Encoded, tgt_mask: Tensor | None = None,
+                feed_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Teacher-forced decoding from ``state``: tgt_in (B, T) -> o_t (N, H) at the N real positions
+        of ``tgt_mask`` (row-major; every position when None), weights (B, T, S), 0 at padding.
+
+        The step loop runs like a packed GRU: sentences sorted longest first, step t over the
+        ones still running, so padding costs nothing. ``feed_mask`` (B, T) bool: where False,
+        step t is fed the model's own previous argmax instead of ``tgt_in[:, t]`` (scheduled
+        sampling; drawn by the training loop).
         """
+        packed, tgt_mask = pack_target(tgt_in, tgt_mask)
+        order = packed.sorted_indices
+        embedded = self.dropout(self.embed(tgt_in.index_select(0, order)))  # (B, T, E), longest first
+        state, encoded = state.select(order), encoded.select(order)
+        feed = None if feed_mask is None else feed_mask.index_select(0, order)
         outputs, weights = [], []
-        prev = tgt_in[:, 0]
-        for t in range(tgt_in.size(1)):
-            if t > 0:
-                prev = tgt_in[:, t]
-                if feed_mask is not None:
-                    guess = self.output(outputs[-1]).argmax(-1)  # (B,)
-                    prev = torch.where(feed_mask[:, t], prev, guess)
-            output, state, step_weights = self.step_output(prev, state, encoded)
+        for t, n in enumerate(packed.batch_sizes.tolist()):
+            state, encoded, step_input = state.head(n), encoded.head(n), embedded[:n, t]  # (n, E)
+            if feed is not None and t > 0:
+                guess = self.output(outputs[-1][:n]).argmax(-1)  # (n,)
+                step_input = torch.where(feed[:n, t, None], step_input, self.dropout(self.embed(guess)))
+            output, state, step_weights = self.step_output(step_input, state, encoded)
             outputs.append(output)
             weights.append(step_weights)
-        output = torch.stack(outputs, dim=1)  # (B, T, H)
-        return self.output(self.dropout(output)), torch.stack(weights, dim=1)  # (B, T, V), (B, T, S)
+        total = tgt_in.size(1)
+        return unpack_steps(outputs, packed, total)[tgt_mask], unpack_steps(weights, packed, total)
 
 
 class BahdanauDecoder(Decoder):
@@ -114,9 +148,8 @@ class BahdanauDecoder(Decoder):
                          rnn_input_size=embed_size + memory_size,
                          readout_size=hidden_size + memory_size + embed_size, tie_embeddings=tie_embeddings)
 
-    def step_output(self, prev: Tensor, state: DecoderState, encoded: Encoded
+    def step_output(self, embedded: Tensor, state: DecoderState, encoded: Encoded
                     ) -> tuple[Tensor, DecoderState, Tensor]:
-        embedded = self.dropout(self.embed(prev))  # (B, E)
         query = state.hidden[-1].unsqueeze(1)  # (B, 1, H)
         context, weights = self.attention(query, encoded.keys, encoded.memory, encoded.mask)  # (B, 1, M)
         context = context.squeeze(1)  # (B, M)
@@ -142,28 +175,29 @@ class LuongDecoder(Decoder):
             return DecoderState(hidden, None)
         return DecoderState(hidden, hidden.new_zeros(hidden.size(1), hidden.size(2)))  # h~_0 = 0
 
-    def attentional(self, output: Tensor, encoded: Encoded) -> tuple[Tensor, Tensor]:
-        """output (B, T, H) GRU states -> h~ (B, T, H), weights (B, T, S)."""
-        context, weights = self.attention(output, encoded.keys, encoded.memory, encoded.mask)  # (B, T, M)
-        return torch.tanh(self.readout(torch.cat([context, output], dim=-1))), weights
+    def attentional(self, context: Tensor, output: Tensor) -> Tensor:
+        """h~ = tanh(W_c [c_t; s_t]): context (..., M), GRU state (..., H) -> (..., H)."""
+        return torch.tanh(self.readout(torch.cat([context, output], dim=-1)))
 
-    def step_output(self, prev: Tensor, state: DecoderState, encoded: Encoded
+    def step_output(self, embedded: Tensor, state: DecoderState, encoded: Encoded
                     ) -> tuple[Tensor, DecoderState, Tensor]:
-        embedded = self.dropout(self.embed(prev))  # (B, E)
         if self.input_feeding:
             embedded = torch.cat([embedded, state.attentional], dim=-1)  # (B, E + H)
         output, hidden = self.rnn(embedded.unsqueeze(1), state.hidden)  # (B, 1, H)
-        attentional, weights = self.attentional(output, encoded)  # (B, 1, H), (B, 1, S)
-        attentional = attentional.squeeze(1)  # (B, H)
+        context, weights = self.attention(output, encoded.keys, encoded.memory, encoded.mask)  # (B, 1, M)
+        attentional = self.attentional(context.squeeze(1), output.squeeze(1))  # (B, H)
         return attentional, DecoderState(hidden, attentional if self.input_feeding else None), weights.squeeze(1)
 
-    def forward(self, tgt_in: Tensor, state: DecoderState, encoded: Encoded, feed_mask: Tensor | None = None
-                ) -> tuple[Tensor, Tensor]:
-        """Without input feeding, steps do not depend on each other's attention: one GRU call over
-        the whole target and batched attention replace the step loop (same result)."""
+    def forward(self, tgt_in: Tensor, state: DecoderState, encoded: Encoded, tgt_mask: Tensor | None = None,
+                feed_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Without input feeding, steps do not depend on each other's attention: one packed GRU call
+        over the whole target and batched attention replace the step loop (same result)."""
         if self.input_feeding or feed_mask is not None:
-            return super().forward(tgt_in, state, encoded, feed_mask)
-        embedded = self.dropout(self.embed(tgt_in))  # (B, T, E)
-        output, _ = self.rnn(embedded, state.hidden)  # (B, T, H)
-        attentional, weights = self.attentional(output, encoded)  # (B, T, H), (B, T, S)
-        return self.output(self.dropout(attentional)), weights  # (B, T, V)
+            return super().forward(tgt_in, state, encoded, tgt_mask, feed_mask)
+        packed, tgt_mask = pack_target(tgt_in, tgt_mask)
+        embedded = self.dropout(self.embed(packed.data))  # (N, E), packed
+        output, _ = self.rnn(packed._replace(data=embedded), state.hidden)
+        output, _ = pad_packed_sequence(output, batch_first=True, total_length=tgt_in.size(1))  # (B, T, H)
+        context, weights = self.attention(output, encoded.keys, encoded.memory, encoded.mask)  # (B, T, M)
+        weights = weights.masked_fill(~tgt_mask.unsqueeze(-1), 0.0)  # (B, T, S)
+        return self.attentional(context[tgt_mask], output[tgt_mask]), weights  # (N, H)

@@ -45,10 +45,13 @@ class Seq2Seq(nn.Module):
         return encoded, self.decoder.initial_state(self.bridge(final))
 
     def forward(self, src: Tensor, src_lengths: Tensor, src_mask: Tensor, tgt_in: Tensor,
-                feed_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Teacher-forced: tgt_in (B, T) -> logits (B, T, V), attention weights (B, T, S)."""
+                tgt_mask: Tensor | None = None, feed_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Teacher-forced: tgt_in (B, T) -> logits (N, V) at the N real positions of ``tgt_mask``
+        (row-major, so ``tgt_out[tgt_mask]`` are their targets; all B x T positions when None) and
+        attention weights (B, T, S), 0 at padding. Padding positions are never computed."""
         encoded, state = self.encode(src, src_lengths, src_mask)
-        return self.decoder(tgt_in, state, encoded, feed_mask)
+        outputs, weights = self.decoder(tgt_in, state, encoded, tgt_mask, feed_mask)  # (N, H), (B, T, S)
+        return self.decoder.logits(outputs), weights
 
     def step(self, prev: Tensor, state: DecoderState, encoded: Encoded) -> tuple[Tensor, DecoderState, Tensor]:
         """prev (B,) -> log-probabilities (B, V), next state, weights (B, S)."""

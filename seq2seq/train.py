@@ -37,6 +37,7 @@ from seq2seq.distributed import ONE_PROCESS, World
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import Scores, score_corpus
 from seq2seq.model import Seq2Seq, build_model, count_parameters
+from seq2seq.precision import autocast, autocast_dtype
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import Tokenizer
 
@@ -56,12 +57,12 @@ class TrainResult:
     parameters: int
 
 
-def token_loss(logits: Tensor, target: Tensor, mask: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-    """Summed label-smoothed loss and summed NLL over real target tokens. logits (B, T, V)."""
-    log_probs = logits.float().log_softmax(dim=-1)  # (B, T, V)
-    nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T)
+def token_loss(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    """Summed label-smoothed loss and summed NLL. logits (N, V), target (N,) ids."""
+    log_probs = logits.float().log_softmax(dim=-1)  # (N, V)
+    nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (N,)
     loss = (1.0 - smoothing) * nll - smoothing * log_probs.mean(dim=-1)  # PyTorch's label_smoothing
-    return loss[mask].sum(), nll[mask].sum()
+    return loss.sum(), nll.sum()
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig):
@@ -98,10 +99,10 @@ class Trainer:
                                       "best_step": 0, "bad_validations": 0, "train_tokens": 0,
                                       "train_seconds": 0.0}
         self.epoch_start_generator = self.batch_generator.get_state()
-        # Mixed precision on CUDA: float16 autocast with loss scaling (cuDNN runs GRUs in fp16 on
-        # every CUDA generation; bf16 GRUs need a recent cuDNN).
-        self.amp = device.type == "cuda"
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
+        # Mixed precision (seq2seq/precision.py): by default fp16 autocast with loss scaling on CUDA
+        # (cuDNN runs GRUs in fp16 on every generation), float32 on a CPU; bf16 needs no scaling.
+        self.autocast_dtype = autocast_dtype(config.precision, device)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
 
     # -- state ---------------------------------------------------------------------------
     def training_state(self) -> dict[str, Any]:
@@ -199,9 +200,10 @@ class Trainer:
         if self.config.teacher_forcing < 1.0:
             draws = torch.rand(batch.tgt_in.shape, generator=self.forcing_generator)
             feed_mask = (draws < self.config.teacher_forcing).to(self.device)
-        with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
-            logits, _ = self.network(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, feed_mask)
-        loss, nll = token_loss(logits, batch.tgt_out, batch.tgt_mask, self.config.label_smoothing)
+        with autocast(self.device, self.autocast_dtype):
+            logits, _ = self.network(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, batch.tgt_mask,
+                                     feed_mask)  # (N, V) at the real target positions
+        loss, nll = token_loss(logits, batch.tgt_out[batch.tgt_mask], self.config.label_smoothing)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss / batch.n_tokens).backward()
         self.scaler.unscale_(self.optimizer)
@@ -272,9 +274,10 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     if resume and world.size > 1:
         raise ConfigError(f"--resume runs in one process, not under torchrun ({world.size} processes); "
                           "resume without torchrun, or start over with --overwrite")
+    device = world.place(resolve_device(train_config.device))
+    autocast_dtype(train_config.precision, device)  # a precision this device cannot run fails before any work
     if world.is_main:
         prepare_output_dir(output_dir, resume, overwrite)
-    device = world.place(resolve_device(train_config.device))
     torch.manual_seed(train_config.seed)
     payload = read_checkpoint(last) if resume else None
     if payload is not None:

@@ -60,7 +60,8 @@ def test_teacher_forced_forward_equals_the_loop_over_steps(name, feeding, layers
     src, lengths, mask = sample_batch()
     tgt_in = torch.cat([torch.full((3, 1), BOS_ID), torch.randint(4, V, (3, 6))], dim=1)
     logits, weights = model(src, lengths, mask, tgt_in)
-    assert logits.shape == (3, 7, V) and weights.shape == (3, 7, 5)
+    assert logits.shape == (3 * 7, V) and weights.shape == (3, 7, 5)
+    logits = logits.view(3, 7, V)
     encoded, state = model.encode(src, lengths, mask)
     for t in range(tgt_in.size(1)):
         step_logits, state, step_weights = model.decoder.step(tgt_in[:, t], state, encoded)
@@ -89,7 +90,7 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
     tgt_in = torch.randint(4, V, (3, 4))
     logits, _ = model(src, lengths, mask, tgt_in)
     alone, _ = model(src[1:2, :3], lengths[1:2], mask[1:2, :3], tgt_in[1:2])
-    torch.testing.assert_close(alone[0], logits[1], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(alone, logits[4:8], atol=1e-5, rtol=1e-4)  # row-major (B x T, V): row 1
 
 
 def test_scheduled_sampling_with_all_gold_feeds_equals_teacher_forcing():
@@ -98,9 +99,9 @@ def test_scheduled_sampling_with_all_gold_feeds_equals_teacher_forcing():
     src, lengths, mask = sample_batch()
     tgt_in = torch.randint(4, V, (3, 4))
     forced, _ = model(src, lengths, mask, tgt_in)
-    sampled, _ = model(src, lengths, mask, tgt_in, torch.ones(3, 4, dtype=torch.bool))
+    sampled, _ = model(src, lengths, mask, tgt_in, feed_mask=torch.ones(3, 4, dtype=torch.bool))
     torch.testing.assert_close(sampled, forced)
-    own, _ = model(src, lengths, mask, tgt_in, torch.zeros(3, 4, dtype=torch.bool))
+    own, _ = model(src, lengths, mask, tgt_in, feed_mask=torch.zeros(3, 4, dtype=torch.bool))
     assert not torch.allclose(own, forced)
 
 
@@ -112,3 +113,26 @@ def test_tied_embeddings_share_one_matrix():
 def test_tied_embeddings_need_equal_sizes():
     with pytest.raises(ConfigError, match="tie_embeddings"):
         build_model(tiny_config(tie_embeddings=True))
+
+
+@pytest.mark.parametrize(("name", "feeding"), VARIANTS)
+@pytest.mark.parametrize("forcing", [None, "mixed"])
+def test_target_padding_is_never_decoded_and_changes_nothing(name, feeding, forcing):
+    """Logits come only for real target positions, each equal to decoding its sentence alone."""
+    torch.manual_seed(0)
+    model = build_model(tiny_config(name, input_feeding=feeding)).eval()
+    src, lengths, mask = sample_batch()
+    tgt_lengths = [2, 5, 3]
+    tgt_in = torch.randint(4, V, (3, 5))
+    tgt_mask = torch.arange(5) < torch.tensor(tgt_lengths).unsqueeze(1)  # (B, T)
+    feed = None if forcing is None else torch.rand(3, 5, generator=torch.Generator().manual_seed(1)) < 0.5
+    logits, weights = model(src, lengths, mask, tgt_in.masked_fill(~tgt_mask, 0), tgt_mask, feed)
+    assert logits.shape == (sum(tgt_lengths), V)
+    assert (weights[~tgt_mask] == 0).all() and torch.allclose(weights[tgt_mask].sum(-1), torch.ones(10))
+    start = 0
+    for b, n in enumerate(tgt_lengths):
+        alone, alone_weights = model(src[b: b + 1, : lengths[b]], lengths[b: b + 1], mask[b: b + 1, : lengths[b]],
+                                     tgt_in[b: b + 1, :n], None, None if feed is None else feed[b: b + 1, :n])
+        torch.testing.assert_close(logits[start: start + n], alone, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(weights[b, :n, : lengths[b]], alone_weights[0], atol=1e-6, rtol=1e-5)
+        start += n

@@ -1,0 +1,56 @@
+"""Which float type the matrix products run in: the one switch for mixed precision.
+
+    fp32   every operation in float32 (the reference; the default on a CPU)
+    bf16   matrix products in bfloat16 under ``torch.autocast``, weights, softmaxes and the loss in
+           float32; on a CPU only where it has native bf16 (AVX512-BF16 or AMX), which runs them
+           about 4x faster (983 vs 232 GFLOP/s for a 1200x256x1800 product on the 2-core dev machine)
+    fp16   float16 autocast with loss scaling; CUDA only (the default there)
+    auto   fp16 on CUDA, fp32 on a CPU
+
+Mixed precision changes rounding, so a bf16 run is not bit-identical to an fp32 one: the benchmark
+(scripts/benchmark.py) reports the dev BLEU of both.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from seq2seq.errors import ConfigError
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether oneDNN runs bfloat16 products natively here (AVX512-BF16 or AMX), not emulated."""
+    return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``precision`` on ``device`` (None = plain float32), or a ConfigError
+    saying why that precision cannot run there."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+    if precision == "auto":
+        precision = "fp16" if device.type == "cuda" else "fp32"
+    if precision == "fp16" and device.type != "cuda":
+        raise ConfigError("precision fp16 needs a CUDA device (CPUs have no fast float16 products); "
+                          "use bf16 or fp32")
+    if precision == "bf16" and device.type == "cpu":
+        # Each new product shape compiles a oneDNN kernel (~0.3 ms); batches shrink as sentences
+        # end, so a run sees thousands of shapes: keep them all (the default cache holds 1,024).
+        # oneDNN reads this once, when first used: here, unless something ran in oneDNN before.
+        os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16384")
+        if not cpu_has_native_bf16():
+            raise ConfigError("precision bf16 needs a CPU with AVX512-BF16 or AMX, and this one has neither; "
+                              "use fp32")
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError("precision bf16 is not supported by this CUDA device; use fp16 or fp32")
+    return _DTYPES[precision]
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    """The autocast context for ``dtype`` from ``autocast_dtype`` (a no-op for float32)."""
+    return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
