@@ -10,10 +10,12 @@ machine (``--peer`` runs ``../shared/peers/run.sh`` in the same sitting; else it
 
 Sections, each a Markdown table (medians of ``--repeats`` runs), all written to one JSON file:
 1. the machine's float32 matrix-multiply rate (large square and decoder-sized products);
-2. training target tokens/s per attention type, Luong with and without input feeding;
+2. training target tokens/s per attention type, Luong with and without input feeding, in float32
+   and (on a CPU with native bf16) bf16 mixed precision;
 3. translation of the dev split per model, float32 and int8 (``--quantize``), greedy and beam 5
-   at several batch sizes: sentences/s, BLEU, and the share of the matmul rate the model's FLOPs
-   per sentence (counted by ``torch.utils.flop_counter``) reach at that speed;
+   at several batch sizes, by one worker on every core and by one one-core worker per core:
+   sentences/s, BLEU, and the share of the matmul rate the model's FLOPs per sentence (counted by
+   ``torch.utils.flop_counter``) reach at that speed;
 4. latency of one sentence (p50/p95) and the process's peak RSS;
 5. ``seq2seq translate --input`` on a generated log of ``--log-rows`` rows, in a child process:
    wall time, rows/s and the child's peak RSS.
@@ -49,6 +51,7 @@ from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.data import collate
 from seq2seq.evaluate import score_corpus
+from seq2seq.precision import cpu_has_native_bf16
 from seq2seq.recommender import Recommender
 from seq2seq.train import build_trainer
 
@@ -67,6 +70,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--models", nargs="*", default=trained,
                    help="trained checkpoints to translate with (default: runs/benchmark/*/best.pt)")
     p.add_argument("--train-seconds", type=float, default=30.0, help="training time per variant (0 = skip)")
+    p.add_argument("--attention", nargs="+", default=list(ATTENTION_NAMES), choices=ATTENTION_NAMES,
+                   help="attention types to time training for (Luong ones with and without input feeding)")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 64, 256])
     p.add_argument("--repeats", type=int, default=3, help="runs per translation figure (the median is shown)")
     p.add_argument("--latency-samples", type=int, default=200)
@@ -108,26 +113,33 @@ def matmul_rate(m: int, k: int, n: int, repeats: int = 50) -> float:
 
 
 # -- 2. training ----------------------------------------------------------------------------
-def train_speed(attention: str, input_feeding: bool, args: argparse.Namespace, train, dev) -> dict:
-    """Target tokens/s of training steps (forward, backward, update), warm-up batches excluded."""
+def train_speed(attention: str, input_feeding: bool, precision: str, args: argparse.Namespace, train, dev) -> dict:
+    """Target tokens/s of training steps (forward, backward, update) after one warm-up epoch.
+
+    The warm-up epoch lets oneDNN build its kernels for the batch shapes (bf16: ~0.3 ms per new
+    shape), as a real run does once; what follows is the speed of the rest of a run.
+    """
     model_config, train_config, tokenizer_config = configs(config_args(args.config, attention, 0.0))
     model_config = replace(model_config, input_feeding=input_feeding)
+    train_config = replace(train_config, precision=precision)
     if attention == "luong-dot":  # h_t . h_s needs memory size == decoder size: 2 x 128 == 256
         model_config = replace(model_config, encoder_hidden=model_config.decoder_hidden // 2)
     with tempfile.TemporaryDirectory() as out:
         trainer = build_trainer(train, dev, out, model_config, train_config, tokenizer_config, log=lambda _: None)
-        loader = DataLoader(trainer.train_set, batch_sampler=list(trainer.sampler), collate_fn=collate)
         trainer.model.train()
+        for batch in DataLoader(trainer.train_set, batch_sampler=list(trainer.sampler), collate_fn=collate):
+            trainer.train_step(batch)  # warm-up epoch
         tokens, seconds, deadline = 0, 0.0, time.monotonic() + args.train_seconds
-        for i, batch in enumerate(loader):
-            start = time.perf_counter()
-            _, _, n_tokens = trainer.train_step(batch)
-            if i >= 3:  # warm-up
+        while time.monotonic() < deadline:
+            for batch in DataLoader(trainer.train_set, batch_sampler=list(trainer.sampler), collate_fn=collate):
+                start = time.perf_counter()
+                _, _, n_tokens = trainer.train_step(batch)
                 tokens, seconds = tokens + n_tokens, seconds + time.perf_counter() - start
-            if i >= 3 + 5 and time.monotonic() > deadline:  # at least 5 timed batches
-                break
+                if time.monotonic() > deadline:
+                    break
     return {"attention": attention, "input_feeding": input_feeding if is_luong(attention) else None,
-            "encoder_hidden": model_config.encoder_hidden, "target_tokens_per_s": round(tokens / seconds)}
+            "precision": precision, "encoder_hidden": model_config.encoder_hidden,
+            "target_tokens_per_s": round(tokens / seconds)}
 
 
 # -- 3. translation ---------------------------------------------------------------------------
@@ -152,19 +164,32 @@ def timed_translate(recommender: Recommender, sources: list[str], config: Search
 
 
 def translate_speed(path: str, args: argparse.Namespace, dev, peak_gflops: float) -> list[dict]:
+    """Each weight type (fp32, int8) x decoding layout x beam x batch size. Layouts: one worker on all
+    intra-op threads, and (with several cores) one worker per core, each on one thread, as
+    ``seq2seq translate --input`` runs by default (cli.decode_workers)."""
     sources, references = [e.source for e in dev.examples], [e.target for e in dev.examples]
+    cores = torch.get_num_threads()
+    layouts = [(1, cores)] + ([(cores, 1)] if cores > 1 else [])  # (workers, intra-op threads each)
     recommenders = {quantize: Recommender.from_checkpoint(path, quantize=quantize) for quantize in (False, True)}
     float_model = recommenders[False]
     rows = []
     for beam in (1, 5):
         config = SearchConfig(beam_size=beam)
         flops = flops_per_sentence(float_model, sources, config)
-        for quantize, batch_size in itertools.product((False, True), args.batch_sizes):
-            rate, texts = timed_translate(recommenders[quantize], sources, config, batch_size, args.repeats)
+        for quantize, (workers, threads), batch_size in itertools.product((False, True), layouts, args.batch_sizes):
+            recommender = recommenders[quantize]
+            recommender.workers = workers
+            torch.set_num_threads(threads)
+            try:
+                rate, texts = timed_translate(recommender, sources, config, batch_size, args.repeats)
+            finally:
+                recommender.workers = 1
+                torch.set_num_threads(cores)
             bleu = score_corpus(texts, references).bleu
             rows.append({"model": Path(path).parent.name, "attention": float_model.model.config.attention,
-                         "beam": beam, "int8": quantize, "batch": batch_size, "sent_per_s": round(rate),
-                         "bleu": round(bleu, 2), "mflop_per_sent": round(flops / 1e6, 2),
+                         "beam": beam, "int8": quantize, "workers": workers, "threads": threads,
+                         "batch": batch_size, "sent_per_s": round(rate), "bleu": round(bleu, 2),
+                         "mflop_per_sent": round(flops / 1e6, 2),
                          "share_of_matmul_rate": round(flops * rate / (peak_gflops * 1e9), 4)})
             log(f"{rows[-1]}")
     return rows
@@ -263,28 +288,31 @@ def main() -> int:
     table("Float32 matrix multiply (GFLOP/s, median of 50)", list(rates), [[f"{v:.1f}" for v in rates.values()]])
 
     if args.train_seconds > 0:
-        variants = [("bahdanau", True)] + [(a, f) for a in ATTENTION_NAMES if is_luong(a) for f in (True, False)]
-        results["train"] = [train_speed(a, f, args, train, dev) for a, f in variants]
+        variants = [(a, f) for a in args.attention for f in ((True, False) if is_luong(a) else (True,))]
+        precisions = ["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"]
+        results["train"] = [train_speed(a, f, p, args, train, dev) for a, f in variants for p in precisions]
         rows = []
         for r in results["train"]:
             reference = peer["luong" if is_luong(r["attention"]) else "bahdanau"]["train_tok_s"]
             feeding = {None: "-", True: "on", False: "off"}[r["input_feeding"]]
-            rows.append([r["attention"], feeding, r["encoder_hidden"], r["target_tokens_per_s"],
+            rows.append([r["attention"], feeding, r["precision"], r["encoder_hidden"], r["target_tokens_per_s"],
                          f"{r['target_tokens_per_s'] / reference:.2f}x"])
-        table(f"Training, target tokens/s ({args.train_seconds:.0f} s of steps each; ratio to JoeyNMT's "
-              "Bahdanau or Luong)", ["attention", "input feeding", "enc hidden/dir", "tgt tok/s", "vs peer"], rows)
+        table(f"Training, target tokens/s ({args.train_seconds:.0f} s of steps each after a warm-up epoch; ratio "
+              "to JoeyNMT's Bahdanau or Luong)",
+              ["attention", "input feeding", "precision", "enc hidden/dir", "tgt tok/s", "vs peer"], rows)
 
     results["translate"] = [row for path in args.models for row in translate_speed(path, args, dev, peak)]
     rows = []
     for r in results["translate"]:
         key = "greedy_sent_s" if r["beam"] == 1 else "beam5_sent_s"  # the peer of the model's family if measured
         reference = peer["luong" if is_luong(r["attention"]) else "bahdanau"].get(key, peer["bahdanau"][key])
-        rows.append([r["model"], r["beam"], "int8" if r["int8"] else "fp32", r["batch"], r["sent_per_s"],
-                     f"{r['sent_per_s'] / reference:.2f}x" if reference else "-", r["bleu"], r["mflop_per_sent"],
-                     f"{100 * r['share_of_matmul_rate']:.1f}%"])
-    table(f"Translation of the dev split (median of {args.repeats}); ratio to JoeyNMT's sentences/s at batch 64 "
-          "(its Luong run for Luong models when measured)",
-          ["model", "beam", "weights", "batch", "sent/s", "vs peer", "BLEU", "MFLOP/sent", "of peak matmul"], rows)
+        rows.append([r["model"], r["beam"], "int8" if r["int8"] else "fp32", f"{r['workers']} x {r['threads']}",
+                     r["batch"], r["sent_per_s"], f"{r['sent_per_s'] / reference:.2f}x" if reference else "-",
+                     r["bleu"], r["mflop_per_sent"], f"{100 * r['share_of_matmul_rate']:.1f}%"])
+    table(f"Translation of the dev split (median of {args.repeats}); workers x intra-op threads each; ratio to "
+          "JoeyNMT's sentences/s at batch 64 (its Luong run for Luong models when measured)",
+          ["model", "beam", "weights", "workers", "batch", "sent/s", "vs peer", "BLEU", "MFLOP/sent",
+           "of peak matmul"], rows)
 
     results["latency"] = [latency(path, dev, args.latency_samples, q) for path in args.models for q in (False, True)]
     table(f"One sentence, milliseconds ({args.latency_samples} alerts); process peak RSS {peak_rss_mb():.0f} MB",

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.attention import Attention
+from seq2seq.dropout import Dropout
 from seq2seq.tokenizer import PAD_ID
 
 
@@ -85,7 +86,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.attention = attention
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=PAD_ID)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = nn.GRU(rnn_input_size, hidden_size, num_layers, batch_first=True,
                           dropout=dropout if num_layers > 1 else 0.0)
         self.readout = nn.Linear(readout_size, hidden_size)

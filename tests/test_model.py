@@ -10,6 +10,7 @@ import torch
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.config import ModelConfig
 from seq2seq.data import source_batch
+from seq2seq.dropout import Dropout
 from seq2seq.errors import ConfigError
 from seq2seq.model import build_model
 from seq2seq.tokenizer import BOS_ID
@@ -136,3 +137,17 @@ def test_target_padding_is_never_decoded_and_changes_nothing(name, feeding, forc
         torch.testing.assert_close(logits[start: start + n], alone, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(weights[b, :n, : lengths[b]], alone_weights[0], atol=1e-6, rtol=1e-5)
         start += n
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropout_zeroes_about_p_and_keeps_the_expected_value(dtype):
+    torch.manual_seed(0)
+    dropout = Dropout(0.3).train()
+    x = torch.ones(200_000, dtype=dtype, requires_grad=True)
+    y = dropout(x)
+    assert y.dtype == dtype
+    assert abs((y == 0).float().mean().item() - 0.3) < 0.005
+    torch.testing.assert_close(y[y != 0].float(), torch.full_like(y[y != 0], 1 / 0.7).float(), rtol=1e-2, atol=0)
+    y.sum().backward()
+    assert torch.equal(x.grad == 0, y == 0)  # the gradient flows through exactly the kept units
+    assert torch.equal(dropout.eval()(x), x) and torch.equal(Dropout(1.0).train()(x), torch.zeros_like(x))

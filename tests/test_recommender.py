@@ -7,6 +7,7 @@ import torch
 from tiny_runs import MAX_SOURCE_LENGTH, trained
 
 from seq2seq.config import SearchConfig
+from seq2seq.errors import ConfigError
 from seq2seq.recommender import Recommender
 
 # Mixed lengths, one over the model's limit, a repeat, and two that differ only in case and spacing.
@@ -36,6 +37,23 @@ def test_recommendations_keep_input_order_whatever_the_batch_size(recommender):
     for batch_size in (2, 3, 64):
         assert [r.text for r in recommender.recommend(ALERTS, batch_size=batch_size)] == texts
     assert [r.text for r in recommender.recommend(ALERTS[::-1])] == texts[::-1]
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_batches_decoded_by_several_workers_give_exactly_the_results_of_one(recommender, beam_size):
+    config = SearchConfig(beam_size=beam_size, n_best=beam_size)
+    expected = recommender.recommend(ALERTS * 3, config, batch_size=2)
+    threaded = Recommender(recommender.model, recommender.tokenizer, workers=3)
+    got = threaded.recommend(ALERTS * 3, config, batch_size=2)  # 15 batches over 3 threads
+    assert [[(c.text, c.score) for c in r.candidates] for r in got] == \
+           [[(c.text, c.score) for c in r.candidates] for r in expected]
+    assert all(torch.equal(a.candidates[0].attention, b.candidates[0].attention)
+               for a, b in zip(got, expected, strict=True) if a.candidates)
+
+
+def test_workers_must_be_positive(recommender):
+    with pytest.raises(ConfigError, match="workers must be at least 1, got 0"):
+        Recommender(recommender.model, recommender.tokenizer, workers=0)
 
 
 def test_alerts_differing_only_in_case_and_spacing_get_the_same_recommendation(recommender):
