@@ -29,6 +29,7 @@ import argparse
 import csv
 import itertools
 import json
+import multiprocessing
 import re
 import resource
 import statistics
@@ -114,7 +115,8 @@ def matmul_rate(m: int, k: int, n: int, repeats: int = 50) -> float:
 
 # -- 2. training ----------------------------------------------------------------------------
 def train_speed(attention: str, input_feeding: bool, precision: str, args: argparse.Namespace, train, dev) -> dict:
-    """Target tokens/s of training steps (forward, backward, update) after one warm-up epoch.
+    """Target tokens/s of training steps (forward, backward, update) after one warm-up epoch, and the
+    peak RSS of the process (run in a process of its own).
 
     The warm-up epoch lets oneDNN build its kernels for the batch shapes (bf16: ~0.3 ms per new
     shape), as a real run does once; what follows is the speed of the rest of a run.
@@ -139,7 +141,7 @@ def train_speed(attention: str, input_feeding: bool, precision: str, args: argpa
                     break
     return {"attention": attention, "input_feeding": input_feeding if is_luong(attention) else None,
             "precision": precision, "encoder_hidden": model_config.encoder_hidden,
-            "target_tokens_per_s": round(tokens / seconds)}
+            "target_tokens_per_s": round(tokens / seconds), "peak_rss_mb": round(peak_rss_mb())}
 
 
 # -- 3. translation ---------------------------------------------------------------------------
@@ -290,16 +292,20 @@ def main() -> int:
     if args.train_seconds > 0:
         variants = [(a, f) for a in args.attention for f in ((True, False) if is_luong(a) else (True,))]
         precisions = ["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"]
-        results["train"] = [train_speed(a, f, p, args, train, dev) for a, f in variants for p in precisions]
+        # Each in a fresh process: a trainer leaves the process changed (in one run, int8 decoding
+        # afterwards ran 2-4x slower and the peak RSS reached 7.4 GB), and each gets its own peak RSS.
+        with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
+            results["train"] = [pool.apply(train_speed, (a, f, p, args, train, dev))
+                                for a, f in variants for p in precisions]
         rows = []
         for r in results["train"]:
             reference = peer["luong" if is_luong(r["attention"]) else "bahdanau"]["train_tok_s"]
             feeding = {None: "-", True: "on", False: "off"}[r["input_feeding"]]
             rows.append([r["attention"], feeding, r["precision"], r["encoder_hidden"], r["target_tokens_per_s"],
-                         f"{r['target_tokens_per_s'] / reference:.2f}x"])
+                         f"{r['target_tokens_per_s'] / reference:.2f}x", f"{r['peak_rss_mb']} MB"])
         table(f"Training, target tokens/s ({args.train_seconds:.0f} s of steps each after a warm-up epoch; ratio "
               "to JoeyNMT's Bahdanau or Luong)",
-              ["attention", "input feeding", "precision", "enc hidden/dir", "tgt tok/s", "vs peer"], rows)
+              ["attention", "input feeding", "precision", "enc hidden/dir", "tgt tok/s", "vs peer", "peak RSS"], rows)
 
     results["translate"] = [row for path in args.models for row in translate_speed(path, args, dev, peak)]
     rows = []
