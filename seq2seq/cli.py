@@ -306,7 +306,7 @@ def run_translate(args: argparse.Namespace) -> int:
 
 def decode_workers(args: argparse.Namespace) -> int:
     """--workers, 0 = one per intra-op thread on a CPU. Several workers each get one core: the
-    process's intra-op threads are set to 1 (two one-core threads decode 1.16-1.4x faster than one
+    process's intra-op threads are set to 1 (two one-core threads decode 1.02-1.20x faster than one
     two-core thread on the dev machine; Recommender.recommend)."""
     import torch
 

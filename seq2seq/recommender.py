@@ -97,9 +97,9 @@ class Recommender:
 
         With ``workers`` > 1 the batches are shared out to that many threads. Each batch's result
         is the same as alone; on a CPU it pays when each thread's operations run on one core
-        (``torch.set_num_threads(1)``, as ``seq2seq translate`` sets it): two threads of one core
-        decoded the MaintNet dev split 1.16-1.4x faster than one thread of two cores, where
-        small operations leave the second core idle.
+        (``torch.set_num_threads(1)``, as ``seq2seq translate`` sets it): on the 2-core dev machine
+        two one-core threads decoded the MaintNet dev split 1.02-1.20x faster than one two-core
+        thread, which leaves the second core idle between small operations (README, "Speed").
         """
         config = config or SearchConfig()
         encoded = [self.encode(alert) for alert in alerts]
