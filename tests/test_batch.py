@@ -11,8 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-import torch
-from tiny_runs import MAX_SOURCE_LENGTH, run_cli, trained
+from tiny_runs import MAX_SOURCE_LENGTH, trained
 
 from seq2seq.batch import BatchSummary, translate_file
 from seq2seq.config import SearchConfig
@@ -353,52 +352,3 @@ def test_unusable_input_is_a_one_line_data_error(recommender, tmp_path, name, co
     path.write_text(content, encoding="utf-8")
     with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")):
         translate_file(recommender, path, tmp_path / "out.csv")
-
-
-# command line
-
-
-def test_cli_translates_a_file_and_prints_the_summary(recommender, tmp_path, tmp_path_factory):
-    model = trained(tmp_path_factory.getbasetemp()).best
-    result = run_cli("translate", "--model", str(model), "--input", str(csv_input(tmp_path)),
-                     "--output", str(tmp_path / "out.jsonl"))
-    assert result.status == 0 and result.stdout == ""
-    assert f"out.jsonl: {len(ALERTS)} rows: {len(ALERTS)} translated, 0 with errors; " in result.error_lines[-1]
-    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert [w["recommendation"] for w in written] == recommender.translate(ALERTS)
-
-
-def test_cli_workers_of_one_core_each_write_the_rows_of_one_worker(tmp_path, tmp_path_factory):
-    model = trained(tmp_path_factory.getbasetemp()).best
-    rows = {}
-    for workers in (1, 3):
-        output = tmp_path / f"out-{workers}.csv"
-        result = run_cli("translate", "--model", str(model), "--input", str(csv_input(tmp_path)),
-                         "--output", str(output), "--batch-size", "2", "--workers", str(workers))
-        assert result.status == 0, result.stderr
-        rows[workers] = read_csv(output)
-        assert torch.get_num_threads() == 1 or workers == 1  # several workers: one intra-op thread each
-    assert_same_rows(rows[3], rows[1])
-
-
-@pytest.mark.parametrize(("options", "words"), [
-    (["--column", "nope"], ["no column 'nope'", "columns found: id, source, note"]),
-    (["--resume", "--output", "/dev/null/x.csv", "--input", "missing.csv"], ["missing.csv: file not found"]),
-    (["--workers", "-1"], ["--workers must be 0 (one per core) or more, got -1"]),
-])
-def test_cli_unusable_input_is_one_error_line_with_exit_status_2(tmp_path, tmp_path_factory, options, words):
-    model = trained(tmp_path_factory.getbasetemp()).best
-    defaults = ["--input", str(csv_input(tmp_path)), "--output", str(tmp_path / "out.csv")]
-    result = run_cli("translate", "--model", str(model), *defaults, *options)
-    assert result.status == 2
-    assert len(result.error_lines) == 1 and result.error_lines[0].startswith("seq2seq: error: ")
-    assert all(word in result.error_lines[0] for word in words), result.error_lines
-    assert not (tmp_path / "out.csv").exists()
-
-
-def test_cli_file_options_without_input_are_an_error(tmp_path_factory):
-    model = trained(tmp_path_factory.getbasetemp()).best
-    result = run_cli("translate", "--model", str(model), "--output", "x.csv")
-    assert result.status == 2
-    assert result.error_lines == ["seq2seq: error: --output: only with --input "
-                                  "(without it, alerts are read from stdin)"]
