@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from seq2seq.activations import tanh
 from seq2seq.errors import ConfigError
 
 
@@ -63,7 +64,7 @@ class AdditiveScore(Attention):
         return self.key_layer(memory)  # (B, S, A)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        hidden = torch.tanh(self.query_layer(query).unsqueeze(2) + keys.unsqueeze(1))  # (B, T, S, A)
+        hidden = tanh(self.query_layer(query).unsqueeze(2) + keys.unsqueeze(1))  # (B, T, S, A)
         return self.energy_layer(hidden).squeeze(-1)  # (B, T, S)
 
 

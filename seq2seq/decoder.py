@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from seq2seq.activations import tanh
 from seq2seq.attention import Attention
 from seq2seq.dropout import Dropout
 from seq2seq.tokenizer import PAD_ID
@@ -157,7 +158,7 @@ class BahdanauDecoder(Decoder):
         rnn_input = torch.cat([embedded, context], dim=-1).unsqueeze(1)  # (B, 1, E + M)
         output, hidden = self.rnn(rnn_input, state.hidden)  # (B, 1, H)
         readout = torch.cat([output.squeeze(1), context, embedded], dim=-1)  # (B, H + M + E)
-        return torch.tanh(self.readout(readout)), DecoderState(hidden, None), weights.squeeze(1)
+        return tanh(self.readout(readout)), DecoderState(hidden, None), weights.squeeze(1)
 
 
 class LuongDecoder(Decoder):
@@ -178,7 +179,7 @@ class LuongDecoder(Decoder):
 
     def attentional(self, context: Tensor, output: Tensor) -> Tensor:
         """h~ = tanh(W_c [c_t; s_t]): context (..., M), GRU state (..., H) -> (..., H)."""
-        return torch.tanh(self.readout(torch.cat([context, output], dim=-1)))
+        return tanh(self.readout(torch.cat([context, output], dim=-1)))
 
     def step_output(self, embedded: Tensor, state: DecoderState, encoded: Encoded
                     ) -> tuple[Tensor, DecoderState, Tensor]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from seq2seq.activations import tanh
 from seq2seq.attention import build_attention, is_luong
 from seq2seq.config import ModelConfig
 from seq2seq.decoder import BahdanauDecoder, Decoder, DecoderState, Encoded, LuongDecoder
@@ -25,7 +26,7 @@ class Bridge(nn.Module):
 
     def forward(self, final: Tensor) -> Tensor:
         """final (N, B, M) -> (N, B, H)."""
-        return torch.tanh(self.layer(final))
+        return tanh(self.layer(final))
 
 
 class Seq2Seq(nn.Module):

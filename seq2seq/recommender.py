@@ -19,6 +19,7 @@ from seq2seq.checkpoint import load_model
 from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.data import source_batch
 from seq2seq.errors import ConfigError
+from seq2seq.folding import fold_embeddings
 from seq2seq.model import Seq2Seq
 from seq2seq.quantize import quantize_int8
 from seq2seq.search import Hypothesis, search
@@ -66,6 +67,7 @@ class Recommender:
         self.model = model.to(self.device).eval()
         if quantize:  # int8 weights for the linear and GRU layers (seq2seq/quantize.py), CPU only
             self.model = quantize_int8(self.model, self.device)
+        self.decoding_model = fold_embeddings(self.model)  # the decoder's token share looked up (folding.py)
         self.quantized = quantize
         self.tokenizer = tokenizer
 
@@ -131,7 +133,7 @@ class Recommender:
     def _search(self, id_lists: list[list[int]], config: SearchConfig) -> list[list[Hypothesis]]:
         src, lengths, mask = source_batch(id_lists)
         src, lengths, mask = src.to(self.device), lengths.to(self.device), mask.to(self.device)
-        return search(self.model, src, lengths, mask, config)
+        return search(self.decoding_model, src, lengths, mask, config)
 
     def _candidate(self, hyp: Hypothesis) -> Candidate:
         ids = hyp.tokens + ([EOS_ID] if hyp.attention.size(0) > len(hyp.tokens) else [])

@@ -1,0 +1,52 @@
+"""seq2seq.activations.tanh is torch.tanh: within 3 ulp, special values, torch.tanh itself under autograd."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from seq2seq.activations import tanh
+
+
+def ulps(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    """Distance in units of the last place of float32 at ``expected``."""
+    spacing = torch.nextafter(expected.abs().float(), torch.tensor(math.inf)) - expected.abs().float()
+    return (got.double() - expected.double()).abs() / spacing.double()
+
+
+def test_values_match_torch_tanh_to_the_last_places_over_the_float_range():
+    magnitudes = torch.logspace(-38, 2, 200_000, dtype=torch.float64).float()
+    x = torch.cat([magnitudes, -magnitudes, torch.randn(100_000) * 3])
+    exact = torch.tanh(x.double())
+    assert ulps(tanh(x), exact).max() <= 3
+    assert ulps(torch.tanh(x), exact).max() <= 1  # torch's own, for scale
+
+
+def test_special_values():
+    x = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1e-45, -1e-45, 88.0, -88.0, 1e30])
+    got = tanh(x)
+    assert got[:4].tolist() == [0.0, -0.0, 1.0, -1.0] and math.copysign(1, got[1]) == -1
+    assert math.isnan(got[4]) and got[5] == 1e-45 and got[6] == -1e-45
+    assert got[7:].tolist() == [1.0, -1.0, 1.0]
+
+
+def test_input_is_not_changed_and_shapes_and_dtypes_are_kept():
+    x = torch.randn(3, 1, 4, 5).double()
+    before = x.clone()
+    y = tanh(x)
+    assert torch.equal(x, before) and y.shape == x.shape and y.dtype == torch.float64
+    torch.testing.assert_close(tanh(x.bfloat16()), torch.tanh(x.bfloat16()), atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(tanh(x[..., ::2].transpose(0, 3)), torch.tanh(x[..., ::2].transpose(0, 3)))
+
+
+def test_with_gradients_it_is_torch_tanh():
+    y = torch.randn(7, 9, requires_grad=True)
+    assert torch.equal(tanh(y), torch.tanh(y))
+    (tanh(y) * torch.arange(9.0)).sum().backward()
+    torch.testing.assert_close(y.grad, (1 - torch.tanh(y.detach()) ** 2) * torch.arange(9.0))
+
+
+def test_no_graph_is_recorded_without_gradients():
+    with torch.no_grad():
+        assert tanh(torch.randn(4, requires_grad=True)).grad_fn is None
