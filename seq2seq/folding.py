@@ -7,8 +7,9 @@ W_o [s; c; emb(y)] + b_o. That share, W emb(y) + b, is one fixed row per vocabul
 step looks rows up instead of multiplying: 17-25% fewer multiply-adds per decoded token at the
 benchmark sizes. The GRU step is written out (torch.nn.GRU's equations) so that it can start from
 those input gates. Same function as ``Decoder.step`` up to float rounding (tests/test_folding.py).
-Inference only (dropout off, tables frozen at the weights of the moment); training keeps the
-decoder itself, which ``FoldedDecoder`` delegates everything but ``step`` to.
+The first encoder layer's input gates W_ih emb(x) + b_ih are looked up the same way per source
+token (``FoldedEncoder``). For decoding only: the tables are frozen at the weights of the moment
+and dropout is off, so wherever gradients are recorded the original modules run instead.
 
 Shapes: B batch, S source length, E embedding, H decoder hidden, M memory, V target vocabulary,
 X the first layer's non-token input (context M for Bahdanau, h~ H for Luong input feeding, none).
@@ -22,6 +23,7 @@ from torch import Tensor, nn
 
 from seq2seq.activations import tanh
 from seq2seq.decoder import BahdanauDecoder, Decoder, DecoderState, Encoded, LuongDecoder
+from seq2seq.encoder import Encoder
 from seq2seq.model import Seq2Seq
 
 
@@ -91,6 +93,8 @@ class FoldedDecoder(nn.Module):
     def step(self, prev: Tensor, state: DecoderState, encoded: Encoded) -> tuple[Tensor, DecoderState, Tensor]:
         """As ``Decoder.step``: prev (B,) ids -> logits (B, V), next state, weights (B, S)."""
         decoder = self.decoder
+        if torch.is_grad_enabled():
+            return decoder.step(prev, state, encoded)
         if self.bahdanau:
             context, weights = decoder.attention(state.hidden[-1].unsqueeze(1), encoded.keys, encoded.memory,
                                                  encoded.mask)
@@ -108,12 +112,65 @@ class FoldedDecoder(nn.Module):
         return decoder.logits(attentional), DecoderState(hidden, feed), weights.squeeze(1)
 
 
+class FoldedEncoder(nn.Module):
+    """A trained bidirectional encoder whose first layer looks up W_ih emb(x) + b_ih per source token.
+
+    The packed GRU is written out: sentences sorted longest first, step t over the ones still
+    running (forwards from the first token, backwards from each sentence's last), so padding is
+    never computed and each sentence's result does not depend on the batch around it.
+    """
+
+    def __init__(self, encoder: Encoder) -> None:
+        super().__init__()
+        self.encoder = encoder
+        rnn = encoder.rnn
+        with torch.no_grad():
+            for direction in ("", "_reverse"):
+                self.register_buffer(f"token_gates{direction}", F.linear(  # (V, 3He)
+                    encoder.embed.weight, getattr(rnn, f"weight_ih_l0{direction}"),
+                    getattr(rnn, f"bias_ih_l0{direction}")).contiguous(), persistent=False)
+
+    def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """As ``Encoder.forward``: src (B, S), lengths (B,) -> memory (B, S, M) zero at padding, final (N, B, M)."""
+        if torch.is_grad_enabled():
+            return self.encoder(src, lengths)
+        rnn, (B, S) = self.encoder.rnn, src.shape
+        order = lengths.argsort(descending=True, stable=True)
+        running = (lengths.index_select(0, order).unsqueeze(0) > torch.arange(S, device=src.device).unsqueeze(1))
+        batch_sizes = running.sum(1).tolist()  # (S,) sentences running at each step
+        src = src.index_select(0, order)
+        layer_input, finals = None, []
+        for layer in range(rnn.num_layers):
+            outputs = []
+            for direction, steps in (("", range(S)), ("_reverse", reversed(range(S)))):
+                if layer == 0:
+                    gates = getattr(self, f"token_gates{direction}")[src]  # (B, S, 3He)
+                else:  # inter-layer dropout is off at inference
+                    gates = F.linear(layer_input, getattr(rnn, f"weight_ih_l{layer}{direction}"),
+                                     getattr(rnn, f"bias_ih_l{layer}{direction}"))
+                weight_hh_t = getattr(rnn, f"weight_hh_l{layer}{direction}").t()
+                bias_hh = getattr(rnn, f"bias_hh_l{layer}{direction}")
+                hidden = gates.new_zeros(B, rnn.hidden_size)  # rows keep their last state once finished
+                output = gates.new_zeros(B, S, rnn.hidden_size)
+                for t in steps:
+                    n = batch_sizes[t]
+                    hidden[:n] = gru_cell(gates[:n, t], hidden[:n], weight_hh_t, bias_hh)
+                    output[:n, t] = hidden[:n]
+                outputs.append(output)
+                finals.append(hidden)
+            layer_input = torch.cat(outputs, dim=-1)  # (B, S, M)
+        restore = order.argsort()
+        final = torch.stack(finals).view(rnn.num_layers, 2, B, rnn.hidden_size).transpose(1, 2)  # (N, B, 2, He)
+        return layer_input.index_select(0, restore), final.reshape(rnn.num_layers, B, -1).index_select(1, restore)
+
+
 def fold_embeddings(model: Seq2Seq) -> Seq2Seq:
     """A model for decoding that shares ``model``'s modules, its decoder's step folded (see module).
 
     Models whose decoder GRU is not a float ``torch.nn.GRU`` (int8, seq2seq/quantize.py) are
     returned as they are.
     """
-    if type(model.decoder.rnn) is not nn.GRU or not model.decoder.rnn.weight_ih_l0.is_floating_point():
+    rnns = (model.encoder.rnn, model.decoder.rnn)
+    if any(type(rnn) is not nn.GRU or not rnn.weight_ih_l0.is_floating_point() for rnn in rnns):
         return model
-    return Seq2Seq(model.config, model.encoder, model.bridge, FoldedDecoder(model.decoder)).eval()
+    return Seq2Seq(model.config, FoldedEncoder(model.encoder), model.bridge, FoldedDecoder(model.decoder)).eval()

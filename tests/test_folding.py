@@ -34,25 +34,43 @@ def test_folded_steps_equal_the_decoder_steps(name, feeding, layers):
     src, lengths, mask = sample_batch()
     encoded, state = model.encode(src, lengths, mask)
     folded_state = state
-    prev = torch.full((3,), BOS_ID)
-    for t in range(6):
-        logits, state, weights = model.step(prev, state, encoded)
-        folded_logits, folded_state, folded_weights = folded.step(prev, folded_state, encoded)
-        torch.testing.assert_close(folded_logits, logits, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(folded_weights, weights, atol=1e-6, rtol=1e-5)
-        torch.testing.assert_close(folded_state.hidden, state.hidden, atol=1e-6, rtol=1e-5)
-        if feeding and name != "bahdanau":
-            torch.testing.assert_close(folded_state.attentional, state.attentional, atol=1e-6, rtol=1e-5)
-        else:
-            assert folded_state.attentional is None and state.attentional is None
-        prev = torch.randint(4, V, (3,), generator=torch.Generator().manual_seed(t))
+    with torch.no_grad():  # with gradients recorded the folded modules hand over to the originals
+        prev = torch.full((3,), BOS_ID)
+        for t in range(6):
+            logits, state, weights = model.step(prev, state, encoded)
+            folded_logits, folded_state, folded_weights = folded.step(prev, folded_state, encoded)
+            torch.testing.assert_close(folded_logits, logits, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(folded_weights, weights, atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(folded_state.hidden, state.hidden, atol=1e-6, rtol=1e-5)
+            if feeding and name != "bahdanau":
+                torch.testing.assert_close(folded_state.attentional, state.attentional, atol=1e-6, rtol=1e-5)
+            else:
+                assert folded_state.attentional is None and state.attentional is None
+            prev = torch.randint(4, V, (3,), generator=torch.Generator().manual_seed(t))
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_the_folded_encoder_equals_the_encoder_and_ignores_padding(layers):
+    torch.manual_seed(0)
+    model = build_model(tiny_config(num_layers=layers, dropout=0.3)).eval()
+    folded = fold_embeddings(model).encoder
+    src, lengths, _ = sample_batch(lengths=(2, 5, 1, 5, 3))
+    with torch.no_grad():
+        expected, got = model.encoder(src, lengths), folded(src, lengths)
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+        wider = torch.cat([src, torch.zeros(5, 3, dtype=src.dtype)], dim=1)
+        memory, final = folded(wider, lengths)
+    torch.testing.assert_close(memory[:, :5], expected[0], atol=1e-6, rtol=1e-5)
+    assert (memory[:, 5:] == 0).all() and (expected[0][2, 1:] == 0).all()
+    torch.testing.assert_close(final, expected[1], atol=1e-6, rtol=1e-5)
 
 
 def test_a_folded_model_shares_the_modules_and_trains_as_the_original():
     torch.manual_seed(0)
     model = build_model(tiny_config("luong-general")).eval()
     folded = fold_embeddings(model)
-    assert folded.encoder is model.encoder and folded.decoder.decoder is model.decoder
+    assert folded.encoder.encoder is model.encoder and folded.decoder.decoder is model.decoder
+    assert folded.bridge is model.bridge
     src, lengths, mask = sample_batch()
     tgt_in = torch.randint(4, V, (3, 4))
     for expected, got in zip(model(src, lengths, mask, tgt_in), folded(src, lengths, mask, tgt_in), strict=True):
