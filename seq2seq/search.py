@@ -160,11 +160,12 @@ def _advance(beams: _Beams, log_probs: Tensor, step_weights: Tensor, K: int,
     cand_tokens = cand % V
     rank = torch.arange(cand.size(1), device=cand.device).expand_as(cand)
     is_eos = cand_tokens == EOS_ID
-    for b, j in (is_eos & (rank < K) & cand_scores.isfinite()).nonzero().tolist():
-        parent = int(cand_rows[b, j])
-        history = torch.cat([beams.weights[parent], step_weights[parent].unsqueeze(0)])
-        _add_finished(finished, beams, b, beams.tokens[parent].tolist(), history, float(cand_scores[b, j]),
-                      config, src_lengths)
+    b, j = (is_eos & (rank < K) & cand_scores.isfinite()).nonzero(as_tuple=True)  # finishing candidates
+    if b.numel():
+        parents = cand_rows[b, j]
+        history = torch.cat([beams.weights[parents], step_weights[parents].unsqueeze(1)], dim=1)  # (F, t+1, S)
+        _add_finished(finished, beams.sentence[b], beams.tokens[parents], history, cand_scores[b, j], config,
+                      src_lengths)
     order = (rank + is_eos.long() * cand.size(1)).topk(K, dim=-1, largest=False).indices  # non-EOS first
     rows = cand_rows.gather(1, order).view(-1)  # (B' K,)
     tokens = cand_tokens.gather(1, order).view(-1)
@@ -176,19 +177,21 @@ def _advance(beams: _Beams, log_probs: Tensor, step_weights: Tensor, K: int,
 def _finish_at_limit(beams: _Beams, at_limit: Tensor, K: int, finished: _Finished,
                      config: SearchConfig, src_lengths: Tensor) -> None:
     """Sentences at their maximum length: every alive beam finishes as it is (no EOS)."""
-    for b in at_limit.nonzero().squeeze(1).tolist():
-        for k in range(K):
-            row, score = b * K + k, float(beams.scores[b, k])
-            if math.isfinite(score):
-                _add_finished(finished, beams, b, beams.tokens[row].tolist(), beams.weights[row], score,
-                              config, src_lengths, eos=False)
+    ending = at_limit.unsqueeze(1) & beams.scores.isfinite()  # (B', K)
+    if ending.any():
+        b, k = ending.nonzero(as_tuple=True)
+        rows = b * K + k
+        _add_finished(finished, beams.sentence[b], beams.tokens[rows], beams.weights[rows], beams.scores[b, k],
+                      config, src_lengths, eos=False)
 
 
-def _add_finished(finished: _Finished, beams: _Beams, b: int, tokens: list[int],
-                  weights: Tensor, score: float, config: SearchConfig, src_lengths: Tensor,
-                  eos: bool = True) -> None:
-    sentence = int(beams.sentence[b])
-    length = len(tokens) + int(eos)
-    finished.counts[sentence] += 1
-    finished.hypotheses[sentence].append(Hypothesis(tokens, score / length_penalty(length, config.length_penalty),
-                                         weights[:, : int(src_lengths[sentence])].cpu()))
+def _add_finished(finished: _Finished, sentences: Tensor, tokens: Tensor, weights: Tensor, scores: Tensor,
+                  config: SearchConfig, src_lengths: Tensor, eos: bool = True) -> None:
+    """F hypotheses at once: original sentence (F,), ids (F, t), attention (F, L, S), summed log-probs (F,)."""
+    finished.counts.index_add_(0, sentences, torch.ones_like(sentences))
+    penalty = length_penalty(tokens.size(1) + int(eos), config.length_penalty)
+    weights = weights.cpu()
+    rows = zip(sentences.tolist(), tokens.tolist(), scores.tolist(), weights, src_lengths[sentences].tolist(),
+               strict=True)
+    for sentence, ids, score, attention, src_length in rows:
+        finished.hypotheses[sentence].append(Hypothesis(ids, score / penalty, attention[:, :src_length]))
