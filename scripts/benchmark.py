@@ -11,7 +11,8 @@ machine (``--peer`` runs ``../shared/peers/run.sh`` in the same sitting; else it
 Sections, each a Markdown table (medians of ``--repeats`` runs), all written to one JSON file:
 1. the machine's float32 matrix-multiply rate (large square and decoder-sized products);
 2. training target tokens/s per attention type, Luong with and without input feeding, in float32
-   and (on a CPU with native bf16) bf16 mixed precision;
+   and (on a CPU with native bf16) bf16 mixed precision, in one process on every core, and in
+   float32 in one one-thread process per core under torchrun (DDP, each on its share of the batches);
 3. translation of the dev split per model, float32 and int8 (``--quantize``), greedy and beam 5
    at several batch sizes, by one worker on every core and by one one-core worker per core:
    sentences/s, BLEU, and the share of the matmul rate the model's FLOPs per sentence (counted by
@@ -30,6 +31,7 @@ import csv
 import itertools
 import json
 import multiprocessing
+import os
 import re
 import resource
 import statistics
@@ -51,6 +53,7 @@ from seq2seq.cli import configs
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.data import collate
+from seq2seq.distributed import ONE_PROCESS, World, process_group
 from seq2seq.evaluate import score_corpus
 from seq2seq.precision import cpu_has_native_bf16
 from seq2seq.recommender import Recommender
@@ -81,6 +84,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--log-quantize", action="store_true", help="translate the generated log with --quantize")
     p.add_argument("--peer", action="store_true", help="run ../shared/peers/run.sh (about 25 minutes) first")
     p.add_argument("--json", default=str(ROOT / "runs" / "benchmark" / "speed.json"))
+    p.add_argument("--train-worker", nargs=3, metavar=("ATTENTION", "FEEDING", "OUT"), help=argparse.SUPPRESS)
     return p.parse_args()
 
 
@@ -114,9 +118,11 @@ def matmul_rate(m: int, k: int, n: int, repeats: int = 50) -> float:
 
 
 # -- 2. training ----------------------------------------------------------------------------
-def train_speed(attention: str, input_feeding: bool, precision: str, args: argparse.Namespace, train, dev) -> dict:
+def train_speed(attention: str, input_feeding: bool, precision: str, args: argparse.Namespace, train, dev,
+                world: World = ONE_PROCESS) -> dict:
     """Target tokens/s of training steps (forward, backward, update) after one warm-up epoch, and the
-    peak RSS of the process (run in a process of its own).
+    peak RSS of the process (run in a process of its own; under torchrun, summed over the processes,
+    each training on its share of every epoch's batches with DDP, as ``seq2seq train`` does).
 
     The warm-up epoch lets oneDNN build its kernels for the batch shapes (bf16: ~0.3 ms per new
     shape), as a real run does once; what follows is the speed of the rest of a run.
@@ -127,21 +133,51 @@ def train_speed(attention: str, input_feeding: bool, precision: str, args: argpa
     if attention == "luong-dot":  # h_t . h_s needs memory size == decoder size: 2 x 128 == 256
         model_config = replace(model_config, encoder_hidden=model_config.decoder_hidden // 2)
     with tempfile.TemporaryDirectory() as out:
-        trainer = build_trainer(train, dev, out, model_config, train_config, tokenizer_config, log=lambda _: None)
+        trainer = build_trainer(train, dev, out, model_config, train_config, tokenizer_config, log=lambda _: None,
+                                world=world)
         trainer.model.train()
-        for batch in DataLoader(trainer.train_set, batch_sampler=list(trainer.sampler), collate_fn=collate):
+
+        def epoch() -> DataLoader:
+            return DataLoader(trainer.train_set, batch_sampler=world.shard(list(trainer.sampler)), collate_fn=collate)
+
+        for batch in epoch():
             trainer.train_step(batch)  # warm-up epoch
-        tokens, seconds, deadline = 0, 0.0, time.monotonic() + args.train_seconds
-        while time.monotonic() < deadline:
-            for batch in DataLoader(trainer.train_set, batch_sampler=list(trainer.sampler), collate_fn=collate):
+        tokens, seconds, deadline, stop = 0, 0.0, time.monotonic() + args.train_seconds, False
+        while not stop:
+            for batch in epoch():
                 start = time.perf_counter()
                 _, _, n_tokens = trainer.train_step(batch)
                 tokens, seconds = tokens + n_tokens, seconds + time.perf_counter() - start
-                if time.monotonic() > deadline:
+                stop = world.any(time.monotonic() > deadline)  # every process stops after the same step
+                if stop:
                     break
+        tokens, seconds = world.sum(tokens), world.max(seconds)
     return {"attention": attention, "input_feeding": input_feeding if is_luong(attention) else None,
-            "precision": precision, "encoder_hidden": model_config.encoder_hidden,
-            "target_tokens_per_s": round(tokens / seconds), "peak_rss_mb": round(peak_rss_mb())}
+            "precision": precision, "processes": world.size, "threads": torch.get_num_threads(),
+            "encoder_hidden": model_config.encoder_hidden, "target_tokens_per_s": round(tokens / seconds),
+            "peak_rss_mb": round(world.sum(peak_rss_mb()))}
+
+
+def train_speed_torchrun(attention: str, input_feeding: bool, args: argparse.Namespace, processes: int) -> dict:
+    """``train_speed`` in float32 in ``processes`` one-thread processes under torchrun (gloo DDP)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "train.json"
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+                   __file__, "--train-worker", attention, str(int(input_feeding)), str(out), "--train", args.train,
+                   "--dev", args.dev, "--config", args.config, "--train-seconds", str(args.train_seconds)]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        return json.loads(out.read_text())
+
+
+def train_worker(args: argparse.Namespace) -> None:
+    """One torchrun process of ``train_speed_torchrun``; rank 0 writes the result."""
+    attention, feeding, out = args.train_worker
+    torch.set_num_threads(1)
+    train, dev = read_parallel(args.train), read_parallel(args.dev)
+    with process_group("cpu") as world:
+        result = train_speed(attention, feeding == "1", "fp32", args, train, dev, world)
+    if world.is_main:
+        Path(out).write_text(json.dumps(result))
 
 
 # -- 3. translation ---------------------------------------------------------------------------
@@ -272,6 +308,9 @@ def run_peer(attention: str) -> dict:
 
 def main() -> int:
     args = parse_args()
+    if args.train_worker:
+        train_worker(args)
+        return 0
     for path in (args.train, args.dev, *args.models):
         if not Path(path).is_file():
             print(f"benchmark: error: {path}: not found (MaintNet data: ../shared/data/maintnet; models: "
@@ -297,15 +336,20 @@ def main() -> int:
         with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
             results["train"] = [pool.apply(train_speed, (a, f, p, args, train, dev))
                                 for a, f in variants for p in precisions]
+        cores = torch.get_num_threads()
+        if cores > 1:  # the same in one one-thread process per core (torchrun, DDP), as for translation
+            results["train"] += [train_speed_torchrun(a, f, args, cores) for a, f in variants]
         rows = []
         for r in results["train"]:
             reference = peer["luong" if is_luong(r["attention"]) else "bahdanau"]["train_tok_s"]
             feeding = {None: "-", True: "on", False: "off"}[r["input_feeding"]]
-            rows.append([r["attention"], feeding, r["precision"], r["encoder_hidden"], r["target_tokens_per_s"],
+            rows.append([r["attention"], feeding, r["precision"], f"{r['processes']} x {r['threads']}",
+                         r["encoder_hidden"], r["target_tokens_per_s"],
                          f"{r['target_tokens_per_s'] / reference:.2f}x", f"{r['peak_rss_mb']} MB"])
         table(f"Training, target tokens/s ({args.train_seconds:.0f} s of steps each after a warm-up epoch; ratio "
               "to JoeyNMT's Bahdanau or Luong)",
-              ["attention", "input feeding", "precision", "enc hidden/dir", "tgt tok/s", "vs peer", "peak RSS"], rows)
+              ["attention", "input feeding", "precision", "processes", "enc hidden/dir", "tgt tok/s", "vs peer",
+               "peak RSS"], rows)
 
     results["translate"] = [row for path in args.models for row in translate_speed(path, args, dev, peak)]
     rows = []

@@ -24,11 +24,12 @@ def test_benchmark_measures_every_section_on_the_tiny_run(tmp_path_factory, tmp_
     assert benchmark.main() == 0
     results = json.loads(output.read_text())
     precisions = ["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"]
-    assert [(r["attention"], r["input_feeding"], r["precision"]) for r in results["train"]] == [
-        ("luong-dot", f, p) for f in (True, False) for p in precisions]
-    assert all(r["target_tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 for r in results["train"])
     cores = torch.get_num_threads()
     layouts = [(1, cores)] + ([(cores, 1)] if cores > 1 else [])
+    assert [(r["attention"], r["input_feeding"], r["precision"], r["processes"], r["threads"])
+            for r in results["train"]] == [("luong-dot", f, p, 1, cores) for f in (True, False) for p in precisions] + [
+        ("luong-dot", f, "fp32", cores, 1) for f in (True, False) if cores > 1]
+    assert all(r["target_tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 for r in results["train"])
     assert sorted((r["beam"], r["int8"], (r["workers"], r["threads"])) for r in results["translate"]) == sorted(
         (beam, int8, layout) for beam in (1, 5) for int8 in (False, True) for layout in layouts)
     assert all(r["sent_per_s"] > 0 and 0 <= r["bleu"] <= 100 and r["mflop_per_sent"] > 0 for r in results["translate"])
