@@ -132,8 +132,8 @@ class FoldedEncoder(nn.Module):
 
     def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """As ``Encoder.forward``: src (B, S), lengths (B,) -> memory (B, S, M) zero at padding, final (N, B, M)."""
-        if torch.is_grad_enabled():
-            return self.encoder(src, lengths)
+        if torch.is_grad_enabled() or src.size(0) == 1:  # one sentence: the written-out loop's Python
+            return self.encoder(src, lengths)  # overhead outweighs the saved products (+0.2 ms measured)
         rnn, (B, S) = self.encoder.rnn, src.shape
         order = lengths.argsort(descending=True, stable=True)
         running = (lengths.index_select(0, order).unsqueeze(0) > torch.arange(S, device=src.device).unsqueeze(1))
