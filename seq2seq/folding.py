@@ -1,15 +1,17 @@
-"""The target embedding folded into per-token tables, for decoding.
+"""Embeddings folded into per-token tables, for decoding.
 
 While decoding, the previous token y enters a step only through linear maps of its embedding:
 the first GRU layer's input gates W_ih [emb(y); x] + b_ih, and for Bahdanau the deep output
 W_o [s; c; emb(y)] + b_o. That share, W emb(y) + b, is one fixed row per vocabulary entry, so
 ``fold_embeddings`` computes it once per model (tables V x 3H, and V x H for the deep output) and a
-step looks rows up instead of multiplying: 17-25% fewer multiply-adds per decoded token at the
-benchmark sizes. The GRU step is written out (torch.nn.GRU's equations) so that it can start from
-those input gates. Same function as ``Decoder.step`` up to float rounding (tests/test_folding.py).
-The first encoder layer's input gates W_ih emb(x) + b_ih are looked up the same way per source
-token (``FoldedEncoder``). For decoding only: the tables are frozen at the weights of the moment
-and dropout is off, so wherever gradients are recorded the original modules run instead.
+step looks rows up instead of multiplying. The first encoder layer's input gates W_ih emb(x) + b_ih
+are looked up the same way per source token (``FoldedEncoder``). With both, the benchmark models
+do 28-29% fewer matrix-product FLOPs per sentence greedy and 18-19% with beam 5
+(``torch.utils.flop_counter``; README, "Speed"). The GRU steps are written out (torch.nn.GRU's
+equations) so that they can start from those input gates. Same functions as ``Decoder.step`` and
+``Encoder.forward`` up to float rounding (tests/test_folding.py). For decoding only: the tables are
+frozen at the weights of the moment and dropout is off, so wherever gradients are recorded the
+original modules run instead.
 
 Shapes: B batch, S source length, E embedding, H decoder hidden, M memory, V target vocabulary,
 X the first layer's non-token input (context M for Bahdanau, h~ H for Luong input feeding, none).
@@ -38,6 +40,11 @@ def gru_cell(input_gates: Tensor, hidden: Tensor, weight_hh_t: Tensor, bias_hh: 
     return n + z * (hidden - n)  # (1 - z) n + z h
 
 
+def register_table(module: nn.Module, name: str, tensor: Tensor) -> None:
+    """A tensor derived from the weights, contiguous; not saved (checkpoints hold the weights themselves)."""
+    module.register_buffer(name, tensor.contiguous(), persistent=False)
+
+
 class FoldedDecoder(nn.Module):
     """A trained decoder whose ``step`` looks up the token share of its products (see module)."""
 
@@ -49,18 +56,14 @@ class FoldedDecoder(nn.Module):
         E = embed.size(1)
         with torch.no_grad():
             w_ih = rnn.weight_ih_l0  # (3H, E + X)
-            self._table("token_gates", F.linear(embed, w_ih[:, :E], rnn.bias_ih_l0))  # (V, 3H)
-            self._table("feed_weight", w_ih[:, E:].t())  # (X, 3H)
+            register_table(self, "token_gates", F.linear(embed, w_ih[:, :E], rnn.bias_ih_l0))  # (V, 3H)
+            register_table(self, "feed_weight", w_ih[:, E:].t())  # (X, 3H)
             for layer in range(rnn.num_layers):
-                self._table(f"weight_hh_t{layer}", getattr(rnn, f"weight_hh_l{layer}").t())  # (H, 3H)
+                register_table(self, f"weight_hh_t{layer}", getattr(rnn, f"weight_hh_l{layer}").t())  # (H, 3H)
             if self.bahdanau:  # deep output W_o [s; c; emb(y)] + b_o
                 w_o = decoder.readout.weight  # (H, H + M + E)
-                self._table("token_readout", F.linear(embed, w_o[:, -E:], decoder.readout.bias))  # (V, H)
-                self._table("state_readout", w_o[:, :-E].t())  # (H + M, H)
-
-    def _table(self, name: str, tensor: Tensor) -> None:
-        """A derived tensor, contiguous; not saved (checkpoints hold the decoder's own weights)."""
-        self.register_buffer(name, tensor.contiguous(), persistent=False)
+                register_table(self, "token_readout", F.linear(embed, w_o[:, -E:], decoder.readout.bias))  # (V, H)
+                register_table(self, "state_readout", w_o[:, :-E].t())  # (H + M, H)
 
     @property
     def attention(self) -> nn.Module:
@@ -125,10 +128,9 @@ class FoldedEncoder(nn.Module):
         self.encoder = encoder
         rnn = encoder.rnn
         with torch.no_grad():
-            for direction in ("", "_reverse"):
-                self.register_buffer(f"token_gates{direction}", F.linear(  # (V, 3He)
-                    encoder.embed.weight, getattr(rnn, f"weight_ih_l0{direction}"),
-                    getattr(rnn, f"bias_ih_l0{direction}")).contiguous(), persistent=False)
+            for direction in ("", "_reverse"):  # one table (V, 3He) per direction
+                weight, bias = getattr(rnn, f"weight_ih_l0{direction}"), getattr(rnn, f"bias_ih_l0{direction}")
+                register_table(self, f"token_gates{direction}", F.linear(encoder.embed.weight, weight, bias))
 
     def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """As ``Encoder.forward``: src (B, S), lengths (B,) -> memory (B, S, M) zero at padding, final (N, B, M)."""
@@ -165,9 +167,8 @@ class FoldedEncoder(nn.Module):
 
 
 def fold_embeddings(model: Seq2Seq) -> Seq2Seq:
-    """A model for decoding that shares ``model``'s modules, its decoder's step folded (see module).
-
-    Models whose decoder GRU is not a float ``torch.nn.GRU`` (int8, seq2seq/quantize.py) are
+    """A model for decoding that shares ``model``'s modules, with its encoder and decoder step folded
+    (see module). Models whose GRUs are not float ``torch.nn.GRU`` (int8, seq2seq/quantize.py) are
     returned as they are.
     """
     rnns = (model.encoder.rnn, model.decoder.rnn)

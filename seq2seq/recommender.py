@@ -67,7 +67,7 @@ class Recommender:
         self.model = model.to(self.device).eval()
         if quantize:  # int8 weights for the linear and GRU layers (seq2seq/quantize.py), CPU only
             self.model = quantize_int8(self.model, self.device)
-        self.decoding_model = fold_embeddings(self.model)  # the decoder's token share looked up (folding.py)
+        self.decoding_model = fold_embeddings(self.model)  # embeddings folded into per-token tables (folding.py)
         self.quantized = quantize
         self.tokenizer = tokenizer
 
