@@ -3,8 +3,8 @@
 Every ``nn.Linear`` and ``nn.GRU`` gets int8 weights (per tensor) and quantises its activations
 per batch on the fly (``torch.ao.quantization.quantize_dynamic``, fbgemm/x86 kernels). Embeddings,
 the attention softmax and the search stay in float32. Measured on MaintNet (README, "Speed"):
-about 1.8-2.2x the sentences/s of float32 at batch 64 on 2 CPU cores; dev BLEU within 0.3 of
-float32 in 23 of 24 configurations (0.35 in one; README, "Speed").
+1.4-2.1x the sentences/s of (folded) float32 at batch 64 on 2 CPU cores; dev BLEU within 0.3 of
+float32 in 42 of 48 configurations, Bahdanau with beam 5 0.33-0.57 lower (README, "Speed").
 
 ``torch.ao.quantization`` is deprecated in favour of torchao, but torchao's int8 dynamic
 quantisation runs slower than float32 on CPU in eager mode (measured: a 256 x 2,000 linear layer
