@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import TINY_PAIRS
-from tiny_runs import EPOCHS, MAX_SOURCE_LENGTH, TinyRun, run_cli, train_args, trained, tsv
+from tiny_runs import EPOCHS, MAX_SOURCE_LENGTH, TinyRun, run_cli, train_args, trained, training_threads, tsv
 
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.recommender import Recommender
@@ -36,8 +36,9 @@ def recommender(run) -> Recommender:
 def resumed(run, tmp_path_factory) -> dict[str, dict]:
     """The run's training, interrupted after one epoch and resumed to the end in another folder."""
     output_dir = tmp_path_factory.mktemp("resumed")
-    first = run_cli(*train_args(run.data, output_dir, "--epochs", "1"))
-    second = run_cli(*train_args(run.data, output_dir, "--resume"))
+    with training_threads():  # as the shared run was trained
+        first = run_cli(*train_args(run.data, output_dir, "--epochs", "1"))
+        second = run_cli(*train_args(run.data, output_dir, "--resume"))
     assert first.status == 0 and second.status == 0, first.stderr + second.stderr
     return {"output_dir": output_dir, "first": json.loads(first.stdout), "second": json.loads(second.stdout),
             "log": second.stderr}
