@@ -323,13 +323,21 @@ def decode_workers(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from seq2seq.evaluate import evaluate_corpus
+    """Under torchrun each process translates a contiguous share of the sources; rank 0 scores them all."""
+    from seq2seq.distributed import process_group
+    from seq2seq.evaluate import score_corpus
     from seq2seq.recommender import Recommender
 
     config = search_config(args)
     corpus = read_corpus(args.data, args.data_target, args)
-    recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize, decode_workers(args))
-    scores, recommendations = evaluate_corpus(recommender, corpus, config, args.batch_size)
+    sources = [example.source for example in corpus.examples]
+    with process_group(args.device) as world:
+        recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize, decode_workers(args))
+        share = recommender.recommend(sources[world.share(len(sources), args.batch_size)], config, args.batch_size)
+        recommendations = [r for part in world.gather_object(share) for r in part]
+    if not world.is_main:
+        return 0
+    scores = score_corpus([r.text for r in recommendations], [example.target for example in corpus.examples])
     truncated = sum(1 for r in recommendations if r.warning and "truncated" in r.warning)
     if truncated:
         print(f"warning: {args.data}: {truncated} alerts truncated to the model's limit", file=sys.stderr)

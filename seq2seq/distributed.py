@@ -79,6 +79,14 @@ class World:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def gather_object(self, value: T) -> list[T]:
+        """Every process's picklable ``value``, in rank order, on rank 0; ``[]`` on the others."""
+        if self.size == 1:
+            return [value]
+        box: list[Any] | None = [None] * self.size if self.is_main else None
+        dist.gather_object(value, box, dst=0)
+        return box or []
+
     def sum(self, value: float) -> float:
         return self._collective(value, dist.ReduceOp.SUM)
 

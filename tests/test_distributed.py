@@ -144,6 +144,20 @@ def test_two_processes_translate_a_file_into_the_bytes_of_one(ddp_run, tmp_path,
                                                                "two.tsv"]  # the parts are gone
 
 
+def test_two_processes_evaluate_as_one(ddp_run, tmp_path, one_thread):
+    """Each process translates its share of the file; rank 0 alone scores all of it and prints."""
+    data, output_dir, _ = ddp_run
+    common = ["evaluate", "--model", str(output_dir / "best.pt"), "--data", str(data.train), "--json",
+              "--batch-size", "16"]
+    split = torchrun(tmp_path, *common, "--hypotheses", "two.txt")
+    assert split.status == 0, split.stderr
+    single = run_cli(*common, "--hypotheses", str(tmp_path / "one.txt"))
+    assert single.status == 0, single.stderr
+    assert len(split.stdout_lines) == 1 and json.loads(split.stdout) == json.loads(single.stdout)
+    assert json.loads(single.stdout)["n"] == 4 * len(TINY_PAIRS)
+    assert (tmp_path / "two.txt").read_bytes() == (tmp_path / "one.txt").read_bytes()
+
+
 def test_translate_under_torchrun_refuses_resume_and_stdin(ddp_run, tmp_path, monkeypatch):
     _, output_dir, _ = ddp_run
     monkeypatch.setenv("WORLD_SIZE", str(PROCESSES))  # refused before any process group is joined
