@@ -325,7 +325,7 @@ def decode_workers(args: argparse.Namespace) -> int:
 def run_evaluate(args: argparse.Namespace) -> int:
     """Under torchrun each process translates a contiguous share of the sources; rank 0 scores them all."""
     from seq2seq.distributed import process_group
-    from seq2seq.evaluate import score_corpus
+    from seq2seq.evaluate import score_recommendations
     from seq2seq.recommender import Recommender
 
     config = search_config(args)
@@ -337,7 +337,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         recommendations = [r for part in world.gather_object(share) for r in part]
     if not world.is_main:
         return 0
-    scores = score_corpus([r.text for r in recommendations], [example.target for example in corpus.examples])
+    scores = score_recommendations(recommendations, corpus)
     truncated = sum(1 for r in recommendations if r.warning and "truncated" in r.warning)
     if truncated:
         print(f"warning: {args.data}: {truncated} alerts truncated to the model's limit", file=sys.stderr)

@@ -46,5 +46,9 @@ def evaluate_corpus(recommender: Recommender, corpus: ParallelCorpus, config: Se
                     batch_size: int = 64) -> tuple[Scores, list[Recommendation]]:
     """Translate every source of ``corpus`` and score against its targets; returns the recommendations too."""
     recommendations = recommender.recommend([example.source for example in corpus.examples], config, batch_size)
-    scores = score_corpus([r.text for r in recommendations], [example.target for example in corpus.examples])
-    return scores, recommendations
+    return score_recommendations(recommendations, corpus), recommendations
+
+
+def score_recommendations(recommendations: list[Recommendation], corpus: ParallelCorpus) -> Scores:
+    """Scores of one recommendation per example of ``corpus``, in its order, against its targets."""
+    return score_corpus([r.text for r in recommendations], [example.target for example in corpus.examples])
