@@ -40,6 +40,15 @@ def test_every_linear_and_gru_layer_is_quantised_and_the_float_model_is_untouche
     assert all(torch.equal(before[name], p) for name, p in float_recommender.model.named_parameters())
 
 
+def test_weights_have_one_scale_per_output_row(run):
+    quantized = quantize_int8(Recommender.from_checkpoint(run.best).model, torch.device("cpu"))
+    linear = quantized.decoder.output.weight()  # (V, H) int8
+    assert linear.qscheme() == torch.per_channel_affine
+    assert linear.q_per_channel_scales().shape == (linear.size(0),)
+    gru = quantized.decoder.rnn.get_weight()["weight_hh_l0"]  # (3 H, H)
+    assert gru.qscheme() == torch.per_channel_affine and gru.q_per_channel_scales().shape == (gru.size(0),)
+
+
 def test_quantised_recommendations_keep_their_form_and_bleu(run):
     config = SearchConfig(beam_size=3, n_best=2)
     expected = Recommender.from_checkpoint(run.best).recommend(ALERTS, config)
