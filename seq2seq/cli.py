@@ -89,7 +89,7 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
     p.add_argument("--quantize", action="store_true",
-                   help="int8 weights for the linear and GRU layers: faster on CPU; BLEU moves by up to 0.6 (README)")
+                   help="int8 weights for the linear and GRU layers: faster on CPU; BLEU moves by up to 0.4 (README)")
     p.add_argument("--workers", type=int, default=0,
                    help="batches decoded at once in threads of one core each (files and evaluate; default: "
                         "one per core on a CPU, 1 on CUDA)")
