@@ -14,7 +14,7 @@ Tabs:
   useful life, health state, the RUL model's temporal attention, the sensor deviations, the alerts
   and each alert's recommendation with its heatmap.
 - **Batch**: an incident log (CSV, TSV, JSONL or TXT) -> the same rows with recommendation and score,
-  as a download (``seq2seq.batch.translate_file``).
+  as a download (``seq2seq.serving.translate_file``).
 
 Default models: without ``--model`` the app uses ``translator.pt``, without ``--rul-model``
 ``rul.pt``, in ``--default-dir`` (``runs/default/``). A missing one is trained first and cached there, with its
@@ -25,7 +25,7 @@ the files to retrain.
 
 ``--smoke-test`` is the non-interactive run (CI, a fresh clone): the same models (built if missing),
 the app served on a free loopback port, the page fetched and each named endpoint called once through
-gradio_client (``seq2seq.smoke``), the results and a one-line summary with timings printed, then
+gradio_client (``seq2seq.serving.smoke``), the results and a one-line summary with timings printed, then
 shut down: exit 0, or 1 with a one-line error.
 
 Programs call the named endpoints with gradio_client, ``Client(url).predict(..., api_name=NAME)``:
@@ -58,24 +58,42 @@ from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-# Before torch loads OpenMP: idle threads sleep instead of spinning. On a shared two-core machine spinning
-# threads fight the other processes; measured under load, beam 5 took 1.8 s instead of 9 ms, training ran 60x slower.
+# Before torch loads OpenMP: idle threads sleep instead of spinning. On a shared machine spinning threads
+# fight the other processes for the cores (docs/serving.md).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import gradio as gr
 from matplotlib.figure import Figure
 
-from seq2seq.batch import translate_file
-from seq2seq.config import SearchConfig
-from seq2seq.defaults import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
-from seq2seq.errors import Seq2SeqError
-from seq2seq.heatmap import heatmap_figure, recommendation_figures
-from seq2seq.incident_log import read_columns
-from seq2seq.pipeline import EngineMonitor, EngineReport, attention_figure, deviation_figure
-from seq2seq.recommender import Recommendation, Recommender
+from seq2seq import (
+    Engine,
+    EngineMonitor,
+    EngineReport,
+    Recommendation,
+    Recommender,
+    SearchConfig,
+    Seq2SeqError,
+    read_cmapss,
+)
 from seq2seq.rul.alerts import MAX_ALERTS as ENGINE_ALERTS
-from seq2seq.rul.cmapss import Engine, read_cmapss
-from seq2seq.views import CONFIDENCE_NOTE, alerts_markdown, engine_json, engine_markdown, recommendation_json
+from seq2seq.serving import (
+    CONFIDENCE_NOTE,
+    DEFAULT_DIR,
+    alerts_markdown,
+    attention_figure,
+    bundled_engines,
+    default_rul_model,
+    default_translator,
+    deviation_figure,
+    engine_json,
+    engine_markdown,
+    heatmap_figure,
+    read_columns,
+    recommendation_figures,
+    recommendation_json,
+    translate_file,
+)
+from seq2seq.serving.smoke import smoke_test
 
 MAX_ALERTS, MAX_CHARS = 50, 10_000  # per /recommend request; files go to the Batch tab
 MAX_BEAM, MAX_N_BEST = 10, 5
@@ -182,7 +200,7 @@ class Handlers:
                 gr.Warning(f"Alert {i}: {r.warning}.")
         data = {"translator": translator, "attention_type": recommender.model.config.attention,
                 "beam_size": search.beam_size, "n_best": search.n_best, "confidence": CONFIDENCE_NOTE,
-                "alerts": [recommendation_json(r, search) for r in recommendations]}
+                "alerts": [recommendation_json(r) for r in recommendations]}
         return data, recommendations
 
     def show_recommendations(self, data: dict[str, Any], recommendations: list[Recommendation]):
@@ -219,7 +237,7 @@ class Handlers:
         with user_errors(upload):
             engine, source = self.pick_engine(unit, upload, file_unit)
             report = self.monitor.analyse(engine, recommender, search)
-        return engine_json(report, source, search), report
+        return engine_json(report, source), report
 
     def show_engine(self, data: dict[str, Any], report: EngineReport):
         shown = [(k, r) for k, r in enumerate(report.recommendations, 1) if r.candidates]
@@ -375,8 +393,6 @@ def main(argv: list[str] | None = None) -> None:
     engines = bundled_engines()
     demo = build(translators, monitor, engines)
     if args.smoke_test:
-        from seq2seq.smoke import smoke_test
-
         oldest = max(engines, key=lambda engine: engine.length).unit  # the likeliest to raise alerts
         raise SystemExit(smoke_test(demo, next(iter(translators)), oldest, MAX_FILE_SIZE,
                                     models_s=time.perf_counter() - started))

@@ -55,7 +55,7 @@ from seq2seq.corpus import read_parallel
 from seq2seq.data import collate
 from seq2seq.distributed import ONE_PROCESS, World, process_group
 from seq2seq.evaluate import score_corpus
-from seq2seq.precision import cpu_has_native_bf16
+from seq2seq.fast.precision import cpu_has_native_bf16
 from seq2seq.recommender import Recommender
 from seq2seq.train import build_trainer
 

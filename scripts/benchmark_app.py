@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))  # gradio_app.py lives at the repository root
 import gradio_app  # noqa: E402
 from seq2seq.config import SearchConfig  # noqa: E402
 from seq2seq.recommender import Recommender  # noqa: E402
-from seq2seq.smoke import free_port  # noqa: E402
+from seq2seq.serving.smoke import free_port  # noqa: E402
 
 SEARCHES = {"greedy": SearchConfig(beam_size=1, n_best=1), "beam 5": SearchConfig(beam_size=5, n_best=5)}
 WARM_UP = 3

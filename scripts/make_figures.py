@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from seq2seq.heatmap import recommendation_figures
-from seq2seq.pipeline import EngineMonitor, attention_figure, deviation_figure
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
+from seq2seq.rul.monitor import EngineMonitor
+from seq2seq.serving.figures import attention_figure, deviation_figure, recommendation_figures
 
 
 def main() -> int:

@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # gradio_app.py lives at the repository root
 
 import gradio_app  # noqa: E402
-from seq2seq.defaults import bundled_engines, default_rul_model, default_translator  # noqa: E402
-from seq2seq.pipeline import EngineMonitor  # noqa: E402
-from seq2seq.smoke import free_port  # noqa: E402
+from seq2seq.rul.monitor import EngineMonitor  # noqa: E402
+from seq2seq.serving.defaults import bundled_engines, default_rul_model, default_translator  # noqa: E402
+from seq2seq.serving.smoke import free_port  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -2,7 +2,44 @@
 
 A GRU encoder-decoder with switchable cross-attention (Bahdanau additive; Luong dot, general,
 concat) translates alert phrases into recommendations and returns, for every output, the
-alignment matrix between the alert's pieces and the recommendation's pieces.
+alignment matrix between the alert's pieces and the recommendation's pieces. An RUL model on
+turbofan sensor data decides which sensors look wrong; those become the alerts it explains.
+
+Start here::
+
+    from seq2seq import Recommender, SearchConfig
+    recommender = Recommender.from_checkpoint("runs/default/translator.pt")
+    [r] = recommender.recommend(["hpc outlet temperature rising sharply"], SearchConfig(beam_size=5))
+    r.text, r.candidates[0].attention        # text, (target pieces x source pieces)
+
+    from seq2seq import EngineMonitor, read_cmapss
+    report = EngineMonitor.from_checkpoint("runs/default/rul.pt").analyse(read_cmapss(path)[0], recommender)
+
+Layout: the translator core flat in this folder, in data-flow order (config, files, tokenizer,
+corpus, data, attention, encoder, decoder, model, checkpoint, search, recommender, evaluate, and
+the training loop train with optimizer, report and distributed); ``fast/`` the faster equivalents
+of torch primitives and of a trained model (no import from the core); ``rul/`` the sensor side and
+the engine monitor that joins it to the translator; ``serving/`` file jobs, JSON views, figures and
+default models, built on both; ``cli/`` the command line. Imports point that way only.
+
+Shape legend, one meaning per letter across the package:
+    B batch                      S source length            T target length, decoding steps
+    N real (unpadded) target positions, packed              E embedding
+    R recurrent hidden per direction (encoder GRU, RUL BiLSTM)    M memory = 2R
+    H decoder hidden             A attention hidden         Q attention query size
+    V vocabulary                 K beam size                D recurrent layers
+    X the first decoder layer's non-token input             L cycles of an engine's history
+    W window (cycles)            F sensors (features)       C convolution channels
+    Y health classes
 """
 
+from seq2seq.config import ModelConfig, RulConfig, SearchConfig, TokenizerConfig, TrainConfig
+from seq2seq.errors import CheckpointError, ConfigError, DataError, Seq2SeqError
+from seq2seq.recommender import Candidate, Recommendation, Recommender
+from seq2seq.rul.cmapss import Engine, read_cmapss
+from seq2seq.rul.monitor import EngineMonitor, EngineReport
+
 __version__ = "0.1.0"
+__all__ = ["Candidate", "CheckpointError", "ConfigError", "DataError", "Engine", "EngineMonitor", "EngineReport",
+           "ModelConfig", "Recommendation", "Recommender", "RulConfig", "SearchConfig", "Seq2SeqError",
+           "TokenizerConfig", "TrainConfig", "read_cmapss"]

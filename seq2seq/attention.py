@@ -1,7 +1,7 @@
 """Cross-attention mechanisms behind one interface.
 
-Shapes: B batch, S source length, T query steps (1 while decoding step by step), Q query size,
-M memory size (2 x encoder hidden), A attention hidden size.
+Shapes (legend: seq2seq/__init__.py): B batch, S source length, T query steps (1 while decoding
+step by step), Q query size, M memory size (2 x encoder hidden), A attention hidden size.
 
 Every mechanism is ``forward(query, keys, values, mask) -> (context, weights)``: a subclass
 implements only ``score`` (and, where the keys are a projection of the memory, ``project_keys``,
@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from seq2seq.activations import tanh
 from seq2seq.errors import ConfigError
+from seq2seq.fast.activations import tanh
 
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:

@@ -1,38 +1,104 @@
 """Self-describing checkpoint files: one file holds everything needed to translate or resume.
 
-Layout (plain types only, so ``torch.load(weights_only=True)`` reads it):
-    format_version  int, FORMAT_VERSION
-    kind            "seq2seq-translator"
+Every model kind is stored the same way: a dict of plain types (numbers, strings, bytes, lists,
+dicts, tensors) with a ``kind`` and a ``format_version``, written atomically (temporary sibling,
+fsync, rename: a crash never leaves a half-written file) and read with
+``torch.load(weights_only=True)``, so loading never runs code from the file. Every failure to read
+one is a one-line CheckpointError naming the path.
+
+A translator checkpoint (``kind`` "seq2seq-translator", FORMAT_VERSION):
     model_config    dict of ModelConfig fields
     train_config    dict of TrainConfig fields
     tokenizer       Tokenizer.state_dict(): config and SentencePiece model bytes
     weights         the model's state_dict
     training_state  optimizer, schedule, generators, counters (for --resume)
-Files are written atomically (``serialization.save_atomic``), so a crash never leaves a
-half-written best.pt or last.pt.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
 
 from seq2seq.config import ModelConfig, from_dict
-from seq2seq.errors import CheckpointError, ConfigError
+from seq2seq.errors import CheckpointError, checkpoint_fault
 from seq2seq.model import Seq2Seq, build_model
-from seq2seq.serialization import read_checkpoint as read_file
-from seq2seq.serialization import save_atomic
 from seq2seq.tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 KIND = "seq2seq-translator"
 REQUIRED_KEYS = ("model_config", "train_config", "tokenizer", "weights")
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
+# -- any model kind ---------------------------------------------------------------------------
+def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
+    """torch.save to a temporary sibling, then rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(payload, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_payload(path: str | Path, kind: str, format_version: int, required: tuple[str, ...]) -> dict[str, Any]:
+    """Load a checkpoint and check its kind, format version and ``required`` keys."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found" if not path.exists() else f"{path}: not a file")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for a damaged file: zip, pickle, EOF, runtime
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{path}: unreadable checkpoint, truncated or corrupt ({reason[:160]})") from None
+    if not isinstance(payload, dict) or payload.get("kind") != kind:
+        found = payload.get("kind") if isinstance(payload, dict) else type(payload).__name__
+        raise CheckpointError(f"{path}: not a {kind} checkpoint (kind: {found!r})")
+    if payload.get("format_version") != format_version:
+        raise CheckpointError(f"{path}: checkpoint format version {payload.get('format_version')!r}, "
+                              f"this program reads version {format_version}")
+    missing = [key for key in required if key not in payload]
+    if missing:
+        raise CheckpointError(f"{path}: checkpoint lacks {', '.join(missing)}")
+    return payload
+
+
+def load_weights(path: str | Path, module: ModuleT, weights: Any, config_name: str) -> ModuleT:
+    """``module`` (built from a checkpoint's config) with the checkpoint's weights loaded strictly;
+    weights that do not fit are the checkpoint's fault (CheckpointError)."""
+    try:
+        module.load_state_dict(weights, strict=True)
+    except (RuntimeError, TypeError, AttributeError) as err:
+        detail = " ".join(str(err).split())
+        raise CheckpointError(f"{path}: weights do not match the {config_name} ({detail[:200]})") from None
+    return module
+
+
+def cpu_weights(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: tensor.detach().cpu() for name, tensor in module.state_dict().items()}
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Trainable parameters, tied weights counted once."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+# -- translators ------------------------------------------------------------------------------
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """A translator checkpoint's validated top level; every failure is a one-line CheckpointError."""
-    return read_file(path, KIND, FORMAT_VERSION, REQUIRED_KEYS)
+    """A translator checkpoint's validated top level."""
+    return read_payload(path, KIND, FORMAT_VERSION, REQUIRED_KEYS)
 
 
 def save_checkpoint(path: str | Path, model: Seq2Seq, tokenizer: Tokenizer, train_config: Any,
@@ -43,29 +109,22 @@ def save_checkpoint(path: str | Path, model: Seq2Seq, tokenizer: Tokenizer, trai
         "model_config": dataclasses.asdict(model.config),
         "train_config": dataclasses.asdict(train_config),
         "tokenizer": tokenizer.state_dict(),
-        "weights": {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()},
+        "weights": cpu_weights(model),
         "training_state": training_state or {},
     }, path)
 
 
 def restore(payload: dict[str, Any], path: str | Path) -> tuple[Seq2Seq, Tokenizer]:
     """Rebuild the model and tokenizer a checkpoint describes, with its weights loaded strictly."""
-    try:
+    with checkpoint_fault():
         config = from_dict(ModelConfig, payload["model_config"], where=f"{path}: model_config")
         model = build_model(config)
-    except ConfigError as err:
-        raise CheckpointError(str(err)) from None
     tokenizer = Tokenizer.from_state_dict(payload["tokenizer"], where=f"{path}: tokenizer")
     if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (config.src_vocab_size, config.tgt_vocab_size):
         raise CheckpointError(f"{path}: tokenizer vocabularies ({tokenizer.src_vocab_size}, "
                               f"{tokenizer.tgt_vocab_size}) do not match the model "
                               f"({config.src_vocab_size}, {config.tgt_vocab_size})")
-    try:
-        model.load_state_dict(payload["weights"], strict=True)
-    except (RuntimeError, TypeError, AttributeError) as err:
-        detail = " ".join(str(err).split())
-        raise CheckpointError(f"{path}: weights do not match the model config ({detail[:200]})") from None
-    return model, tokenizer
+    return load_weights(path, model, payload["weights"], "model config"), tokenizer
 
 
 def load_model(path: str | Path) -> tuple[Seq2Seq, Tokenizer, dict[str, Any]]:

@@ -85,7 +85,7 @@ class RulConfig:
     lstm_hidden: int = 64  # per direction; the BiLSTM output is 2 x this
     lstm_layers: int = 1  # BiLSTM layers
     attention_hidden: int = 32  # width of the additive temporal attention's score layer
-    dropout: float = 0.1  # after the convolution and before the heads (0.1 beat 0.2 on 7 of 7 matched FD001 runs)
+    dropout: float = 0.1  # after the convolution and before the heads (chosen on FD001: docs/sensors.md)
     health_weight: float = 0.3  # multi-task loss = MSE(RUL / cap) + health_weight x cross-entropy(health)
     epochs: int = 60  # upper bound on passes over the training windows
     max_minutes: float = 0.0  # wall-clock budget for training; 0 = none

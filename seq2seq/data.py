@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
@@ -18,6 +19,8 @@ from seq2seq.corpus import Example
 from seq2seq.errors import ConfigError
 from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
+Item = TypeVar("Item")
+
 
 def lengths_to_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
     """(B,) lengths -> (B, max_len) bool mask, True = real token; max_len defaults to the longest."""
@@ -26,9 +29,9 @@ def lengths_to_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
     return torch.arange(max_len, device=lengths.device) < lengths.unsqueeze(1)  # (B, max_len)
 
 
-def truncate_source(ids: list[int], max_length: int) -> list[int]:
-    """``ids`` (ending in EOS) cut to at most ``max_length`` ids, EOS kept last."""
-    return ids if len(ids) <= max_length else [*ids[: max_length - 1], EOS_ID]
+def truncate_source(ids: list[Item], max_length: int) -> list[Item]:
+    """A source's ids (or pieces) ending in EOS, cut to at most ``max_length``, the EOS kept last."""
+    return ids if len(ids) <= max_length else [*ids[: max_length - 1], ids[-1]]
 
 
 class ParallelDataset(torch.utils.data.Dataset):

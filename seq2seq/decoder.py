@@ -1,7 +1,8 @@
 """GRU decoders with cross-attention, in the step order of each attention family.
 
-Shapes: B batch, S source length, T target length, E embedding, H decoder hidden, N layers,
-M memory size, V target vocabulary.
+Shapes (legend: seq2seq/__init__.py): B batch, S source length, T target length, N real target
+positions, E embedding, H decoder hidden, D layers, M memory size, V target vocabulary, X the
+first layer's non-token input (context M for Bahdanau, h~ H for Luong input feeding).
 
 Bahdanau family (Bahdanau et al. 2015), one step:
     c_t   = attend(query = s_{t-1}, memory)          previous top-layer state is the query
@@ -12,19 +13,26 @@ Luong family (Luong et al. 2015), one step:
     c_t   = attend(query = s_t, memory)               the new top-layer state is the query
     h~_t  = tanh(W_c [c_t; s_t])                      the attentional vector, o_t = h~_t
 Both: logits_t = W_out dropout(o_t).
+
+Each family's step order is written once, in its ``step_output``. The previous token y_{t-1}
+enters a step only through a *token path*: ``rnn_step`` (the GRU stack, fed [token; x]) and, for
+Bahdanau, ``deep_output``. The decoder is its own token path, on embedded tokens; the folded
+decoder of ``seq2seq.fast.folding`` is another, on token ids, that looks the token's share of
+those products up in precomputed tables. Both run the same ``step_output``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from seq2seq.activations import tanh
 from seq2seq.attention import Attention
-from seq2seq.dropout import Dropout
+from seq2seq.fast.activations import tanh
+from seq2seq.fast.dropout import Dropout
 from seq2seq.tokenizer import PAD_ID
 
 
@@ -32,7 +40,7 @@ from seq2seq.tokenizer import PAD_ID
 class DecoderState:
     """What one step hands to the next: GRU states and (Luong input feeding) the last h~."""
 
-    hidden: Tensor  # (N, B, H)
+    hidden: Tensor  # (D, B, H)
     attentional: Tensor | None  # (B, H) or None
 
     def select(self, index: Tensor) -> DecoderState:
@@ -78,8 +86,21 @@ def unpack_steps(steps: list[Tensor], packed: PackedSequence, total_length: int)
     return padded
 
 
+class TokenPath(Protocol):
+    """How the previous token enters a step: on embedded tokens (``Decoder``) or on ids (folded)."""
+
+    def rnn_step(self, token: Tensor, feed: Tensor | None, hidden: Tensor) -> tuple[Tensor, Tensor]:
+        """The GRU stack over [token; feed]: feed (B, X) or None, states (D, B, H) -> top output (B, H),
+        new states (D, B, H)."""
+
+    def deep_output(self, token: Tensor, top: Tensor, context: Tensor) -> Tensor:
+        """Bahdanau's o_t = tanh(W_o [s_t; c_t; emb(y_{t-1})]): top (B, H), context (B, M) -> (B, H)."""
+
+
 class Decoder(nn.Module):
-    """Shared parts: embedding, N-layer GRU, attention, output layer. Subclasses order the step."""
+    """Shared parts: embedding, D-layer GRU, attention, output layer. Subclasses order the step."""
+
+    token_in_readout = False  # whether ``readout`` reads the embedded previous token (Bahdanau's deep output)
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, memory_size: int,
                  num_layers: int, dropout: float, attention: Attention, rnn_input_size: int,
@@ -96,18 +117,27 @@ class Decoder(nn.Module):
             self.output.weight = self.embed.weight
 
     def initial_state(self, hidden: Tensor) -> DecoderState:
-        """The state before the first step, from the bridged encoder states (N, B, H)."""
+        """The state before the first step, from the bridged encoder states (D, B, H)."""
         return DecoderState(hidden, None)
 
-    def step_output(self, embedded: Tensor, state: DecoderState, encoded: Encoded
+    def step_output(self, token: Tensor, state: DecoderState, encoded: Encoded, path: TokenPath
                     ) -> tuple[Tensor, DecoderState, Tensor]:
-        """One step without the output layer: embedded y_{t-1} (B, E) -> o_t (B, H), state, weights (B, S)."""
+        """One step without the output layer: y_{t-1} as ``path`` takes it -> o_t (B, H), state, weights (B, S)."""
         raise NotImplementedError
 
     def step(self, prev: Tensor, state: DecoderState, encoded: Encoded) -> tuple[Tensor, DecoderState, Tensor]:
         """One decoding step: prev (B,) ids -> logits (B, V), next state, weights (B, S)."""
-        output, state, weights = self.step_output(self.dropout(self.embed(prev)), state, encoded)
+        output, state, weights = self.step_output(self.dropout(self.embed(prev)), state, encoded, self)
         return self.logits(output), state, weights
+
+    def rnn_step(self, token: Tensor, feed: Tensor | None, hidden: Tensor) -> tuple[Tensor, Tensor]:
+        """The token path on embedded tokens (B, E): see ``TokenPath``."""
+        rnn_input = token if feed is None else torch.cat([token, feed], dim=-1)  # (B, E + X)
+        output, hidden = self.rnn(rnn_input.unsqueeze(1), hidden)  # (B, 1, H), (D, B, H)
+        return output.squeeze(1), hidden
+
+    def deep_output(self, token: Tensor, top: Tensor, context: Tensor) -> Tensor:
+        return tanh(self.readout(torch.cat([top, context, token], dim=-1)))  # (B, H)
 
     def logits(self, output: Tensor) -> Tensor:
         """o_t (..., H) -> logits (..., V)."""
@@ -134,7 +164,7 @@ class Decoder(nn.Module):
             if feed is not None and t > 0:
                 guess = self.output(outputs[-1][:n]).argmax(-1)  # (n,)
                 step_input = torch.where(feed[:n, t, None], step_input, self.dropout(self.embed(guess)))
-            output, state, step_weights = self.step_output(step_input, state, encoded)
+            output, state, step_weights = self.step_output(step_input, state, encoded, self)
             outputs.append(output)
             weights.append(step_weights)
         total = tgt_in.size(1)
@@ -144,21 +174,21 @@ class Decoder(nn.Module):
 class BahdanauDecoder(Decoder):
     """Attend with the previous state, feed the context into the GRU (Bahdanau et al. 2015)."""
 
+    token_in_readout = True
+
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, memory_size: int,
                  num_layers: int, dropout: float, attention: Attention, tie_embeddings: bool) -> None:
         super().__init__(vocab_size, embed_size, hidden_size, memory_size, num_layers, dropout, attention,
                          rnn_input_size=embed_size + memory_size,
                          readout_size=hidden_size + memory_size + embed_size, tie_embeddings=tie_embeddings)
 
-    def step_output(self, embedded: Tensor, state: DecoderState, encoded: Encoded
+    def step_output(self, token: Tensor, state: DecoderState, encoded: Encoded, path: TokenPath
                     ) -> tuple[Tensor, DecoderState, Tensor]:
         query = state.hidden[-1].unsqueeze(1)  # (B, 1, H)
         context, weights = self.attention(query, encoded.keys, encoded.memory, encoded.mask)  # (B, 1, M)
         context = context.squeeze(1)  # (B, M)
-        rnn_input = torch.cat([embedded, context], dim=-1).unsqueeze(1)  # (B, 1, E + M)
-        output, hidden = self.rnn(rnn_input, state.hidden)  # (B, 1, H)
-        readout = torch.cat([output.squeeze(1), context, embedded], dim=-1)  # (B, H + M + E)
-        return tanh(self.readout(readout)), DecoderState(hidden, None), weights.squeeze(1)
+        top, hidden = path.rnn_step(token, context, state.hidden)
+        return path.deep_output(token, top, context), DecoderState(hidden, None), weights.squeeze(1)
 
 
 class LuongDecoder(Decoder):
@@ -181,13 +211,12 @@ class LuongDecoder(Decoder):
         """h~ = tanh(W_c [c_t; s_t]): context (..., M), GRU state (..., H) -> (..., H)."""
         return tanh(self.readout(torch.cat([context, output], dim=-1)))
 
-    def step_output(self, embedded: Tensor, state: DecoderState, encoded: Encoded
+    def step_output(self, token: Tensor, state: DecoderState, encoded: Encoded, path: TokenPath
                     ) -> tuple[Tensor, DecoderState, Tensor]:
-        if self.input_feeding:
-            embedded = torch.cat([embedded, state.attentional], dim=-1)  # (B, E + H)
-        output, hidden = self.rnn(embedded.unsqueeze(1), state.hidden)  # (B, 1, H)
-        context, weights = self.attention(output, encoded.keys, encoded.memory, encoded.mask)  # (B, 1, M)
-        attentional = self.attentional(context.squeeze(1), output.squeeze(1))  # (B, H)
+        top, hidden = path.rnn_step(token, state.attentional, state.hidden)  # h~ is None without input feeding
+        query = top.unsqueeze(1)  # (B, 1, H)
+        context, weights = self.attention(query, encoded.keys, encoded.memory, encoded.mask)  # (B, 1, M)
+        attentional = self.attentional(context.squeeze(1), top)  # (B, H)
         return attentional, DecoderState(hidden, attentional if self.input_feeding else None), weights.squeeze(1)
 
     def forward(self, tgt_in: Tensor, state: DecoderState, encoded: Encoded, tgt_mask: Tensor | None = None,

@@ -147,7 +147,7 @@ def process_group(device_name: str) -> Iterator[World]:
 
     A block that ends normally first waits for every process (a barrier): without it, a process
     that tore its group down while another was still finishing aborted now and then
-    ("terminate called without an active exception", 3 of 16 tiny two-process trainings).
+    ("terminate called without an active exception").
     After an exception there is no barrier, as the other processes may never reach one.
     """
     try:

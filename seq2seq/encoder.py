@@ -1,7 +1,7 @@
 """Bidirectional GRU encoder over packed sequences.
 
-Shapes: B batch, S source length, E embedding, N layers, He encoder hidden per direction,
-M = 2 He memory size.
+Shapes (legend: seq2seq/__init__.py): B batch, S source length, E embedding, D layers, R hidden per
+direction, M = 2R memory size.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from seq2seq.dropout import Dropout
+from seq2seq.fast.dropout import Dropout
 from seq2seq.tokenizer import PAD_ID
 
 
@@ -35,14 +35,14 @@ class Encoder(nn.Module):
         return 2 * self.hidden_size
 
     def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """src (B, S) ids, lengths (B,) -> memory (B, S, M) zero at padding, final (N, B, M).
+        """src (B, S) ids, lengths (B,) -> memory (B, S, M) zero at padding, final (D, B, M).
 
         ``final[l]`` is layer l's last forward state and first backward state, concatenated.
         """
         B, S = src.shape
         embedded = self.dropout(self.embed(src))  # (B, S, E)
         packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        outputs, final = self.rnn(packed)  # final (2N, B, He)
+        outputs, final = self.rnn(packed)  # final (2D, B, R)
         memory, _ = pad_packed_sequence(outputs, batch_first=True, total_length=S)  # (B, S, M)
-        final = final.view(self.num_layers, 2, B, self.hidden_size).transpose(1, 2)  # (N, B, 2, He)
-        return memory, final.reshape(self.num_layers, B, self.memory_size)  # (N, B, M)
+        final = final.view(self.num_layers, 2, B, self.hidden_size).transpose(1, 2)  # (D, B, 2, R)
+        return memory, final.reshape(self.num_layers, B, self.memory_size)  # (D, B, M)

@@ -4,6 +4,9 @@ Every message names the problem and where it is (file, line, column or key), e.g
 ``data/x.tsv: line 17: expected 3 tab-separated fields, found 2``.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class Seq2SeqError(Exception):
     """Base of every error caused by input the user gave (files, options, checkpoints)."""
@@ -28,3 +31,16 @@ def file_error(path: object, err: OSError) -> DataError:
     if isinstance(err, IsADirectoryError):
         return DataError(f"{path}: is a directory, not a file")
     return DataError(f"{path}: cannot read ({err.strerror})")
+
+
+@contextmanager
+def checkpoint_fault() -> Iterator[None]:
+    """Inside the block, a ConfigError is the checkpoint's fault: re-raised as a CheckpointError, same words.
+
+    Rebuilding a model from a file validates its stored config like a user's; a bad value there
+    is a damaged or foreign checkpoint, not a wrong option.
+    """
+    try:
+        yield
+    except ConfigError as err:
+        raise CheckpointError(str(err)) from None

@@ -1,20 +1,19 @@
 """The encoder-decoder: embedding -> bidirectional GRU encoder -> bridge -> attentional GRU decoder.
 
-Shapes: B batch, S source length, T target length, N layers, M memory size (2 x encoder hidden),
-H decoder hidden, V target vocabulary.
+Shapes (legend: seq2seq/__init__.py): B batch, S source length, T target length, N real target
+positions, D layers, M memory size (2 x encoder hidden), H decoder hidden, V target vocabulary.
 """
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
-from seq2seq.activations import tanh
 from seq2seq.attention import build_attention, is_luong
 from seq2seq.config import ModelConfig
 from seq2seq.decoder import BahdanauDecoder, Decoder, DecoderState, Encoded, LuongDecoder
 from seq2seq.encoder import Encoder
 from seq2seq.errors import ConfigError
+from seq2seq.fast.activations import tanh
 
 
 class Bridge(nn.Module):
@@ -25,7 +24,7 @@ class Bridge(nn.Module):
         self.layer = nn.Linear(memory_size, hidden_size)
 
     def forward(self, final: Tensor) -> Tensor:
-        """final (N, B, M) -> (N, B, H)."""
+        """final (D, B, M) -> (D, B, H)."""
         return tanh(self.layer(final))
 
 
@@ -41,7 +40,7 @@ class Seq2Seq(nn.Module):
 
     def encode(self, src: Tensor, src_lengths: Tensor, src_mask: Tensor) -> tuple[Encoded, DecoderState]:
         """src (B, S) -> the encoded batch (keys projected once) and the decoder's initial state."""
-        memory, final = self.encoder(src, src_lengths)  # (B, S, M), (N, B, M)
+        memory, final = self.encoder(src, src_lengths)  # (B, S, M), (D, B, M)
         encoded = Encoded(memory, self.decoder.attention.project_keys(memory), src_mask)
         return encoded, self.decoder.initial_state(self.bridge(final))
 
@@ -55,9 +54,8 @@ class Seq2Seq(nn.Module):
         return self.decoder.logits(outputs), weights
 
     def step(self, prev: Tensor, state: DecoderState, encoded: Encoded) -> tuple[Tensor, DecoderState, Tensor]:
-        """prev (B,) -> log-probabilities (B, V), next state, weights (B, S)."""
-        logits, state, weights = self.decoder.step(prev, state, encoded)
-        return torch.log_softmax(logits.float(), dim=-1), state, weights
+        """prev (B,) -> logits (B, V), next state, weights (B, S): ``Decoder.step``."""
+        return self.decoder.step(prev, state, encoded)
 
 
 def build_model(config: ModelConfig) -> Seq2Seq:
@@ -81,8 +79,3 @@ def build_model(config: ModelConfig) -> Seq2Seq:
     else:
         decoder = BahdanauDecoder(**shared)
     return Seq2Seq(config, encoder, Bridge(memory, config.decoder_hidden), decoder)
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Trainable parameters, tied weights counted once."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -17,11 +17,11 @@ from torch import Tensor
 
 from seq2seq.checkpoint import load_model
 from seq2seq.config import SearchConfig, resolve_device
-from seq2seq.data import source_batch
+from seq2seq.data import source_batch, truncate_source
 from seq2seq.errors import ConfigError
-from seq2seq.folding import fold_embeddings
+from seq2seq.fast.folding import fold_embeddings
+from seq2seq.fast.quantize import quantize_int8
 from seq2seq.model import Seq2Seq
-from seq2seq.quantize import quantize_int8
 from seq2seq.search import Hypothesis, search
 from seq2seq.tokenizer import EOS_ID, Tokenizer
 
@@ -31,9 +31,10 @@ class Candidate:
     """One hypothesis, decoded: text, score, output pieces and its (target x source) attention."""
 
     text: str
-    score: float
+    score: float  # what the search ranked by (Hypothesis.score)
     target_pieces: list[str]
     attention: Tensor  # (len(target_pieces), len(source_pieces))
+    log_prob: float  # log P(recommendation | alert)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class Recommender:
         if len(ids) <= limit:
             return ids, pieces, None
         warning = f"alert truncated from {len(ids)} to {limit} pieces (the model's limit)"
-        return [*ids[:limit - 1], EOS_ID], [*pieces[:limit - 1], pieces[-1]], warning
+        return truncate_source(ids, limit), truncate_source(pieces, limit), warning
 
     def recommend(self, alerts: list[str], config: SearchConfig | None = None,
                   batch_size: int = 64) -> list[Recommendation]:
@@ -99,9 +100,8 @@ class Recommender:
 
         With ``workers`` > 1 the batches are shared out to that many threads. Each batch's result
         is the same as alone; on a CPU it pays when each thread's operations run on one core
-        (``torch.set_num_threads(1)``, as ``seq2seq translate`` sets it): on the 2-core dev machine
-        two one-core threads decoded the MaintNet dev split 1.02-1.20x faster than one two-core
-        thread, which leaves the second core idle between small operations (README, "Speed").
+        (``seq2seq.fast.threads.one_core_workers``, as ``seq2seq translate`` runs it): one
+        multi-core thread leaves the other cores idle between small operations (docs/benchmarks.md).
         """
         config = config or SearchConfig()
         encoded = [self.encode(alert) for alert in alerts]
@@ -138,4 +138,4 @@ class Recommender:
     def _candidate(self, hyp: Hypothesis) -> Candidate:
         ids = hyp.tokens + ([EOS_ID] if hyp.attention.size(0) > len(hyp.tokens) else [])
         return Candidate(self.tokenizer.decode_target(hyp.tokens), hyp.score,
-                         self.tokenizer.target_pieces(ids), hyp.attention)
+                         self.tokenizer.target_pieces(ids), hyp.attention, hyp.log_prob)

@@ -1,6 +1,7 @@
 """Batched greedy and beam search, each hypothesis with its own attention matrix.
 
-Shapes: B sentences, K beam size, S source length, V target vocabulary, L output length.
+Shapes (legend: seq2seq/__init__.py): B sentences, K beam size, S source length, V target
+vocabulary, T output length, n hypotheses finishing at once.
 
 Attention under beam search is tracked through the back-pointers: every alive beam row carries
 its history of weights, reordered with the same indices as its tokens, so a finished hypothesis
@@ -25,8 +26,9 @@ from seq2seq.tokenizer import BOS_ID, EOS_ID
 @dataclass(frozen=True)
 class Hypothesis:
     tokens: list[int]  # output ids, without BOS and EOS
-    score: float  # total log-probability, divided by the length penalty under beam search
-    attention: Tensor  # (L, S_real): one row per output piece (EOS included when emitted)
+    score: float  # what the search ranked by: log_prob, divided by the length penalty under beam search
+    attention: Tensor  # (T, S_real): one row per output piece (EOS included when emitted)
+    log_prob: float  # log P(tokens + EOS | source), summed over the output pieces
 
 
 def check_search_config(config: SearchConfig) -> None:
@@ -72,7 +74,8 @@ def greedy(model: Seq2Seq, encoded: Encoded, state: DecoderState, limits: Tensor
     alive = torch.arange(B, device=device)
     prev = torch.full((B,), BOS_ID, dtype=torch.long, device=device)
     for t in range(steps):
-        log_probs, state, step_weights = model.step(prev, state, encoded)
+        logits, state, step_weights = model.step(prev, state, encoded)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
         best, prev = log_probs.max(dim=-1)  # (B_alive,)
         tokens[alive, t] = prev
         weights[alive, t] = step_weights.float()
@@ -94,7 +97,7 @@ def _hypothesis(tokens: Tensor, weights: Tensor, length: int, score: float, src_
     ids = tokens[:length].tolist()
     if ids and ids[-1] == EOS_ID:
         ids = ids[:-1]
-    return Hypothesis(ids, score, weights[:length, :src_length].cpu())
+    return Hypothesis(ids, score, weights[:length, :src_length].cpu(), score)
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,8 @@ def beam(model: Seq2Seq, encoded: Encoded, state: DecoderState, limits: Tensor, 
     finished = _Finished([[] for _ in range(B)], torch.zeros(B, dtype=torch.long, device=device))
     prev = torch.full((B * K,), BOS_ID, dtype=torch.long, device=device)
     for t in range(int(limits.max())):
-        log_probs, state, step_weights = model.step(prev, state, encoded)
+        logits, state, step_weights = model.step(prev, state, encoded)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B' K, V)
         rows, prev, beams = _advance(beams, log_probs, step_weights.float(), K, finished, config, src_lengths)
         at_limit = limits[beams.sentence] <= t + 1
         _finish_at_limit(beams, at_limit, K, finished, config, src_lengths)
@@ -163,7 +167,7 @@ def _advance(beams: _Beams, log_probs: Tensor, step_weights: Tensor, K: int,
     b, j = (is_eos & (rank < K) & cand_scores.isfinite()).nonzero(as_tuple=True)  # finishing candidates
     if b.numel():
         parents = cand_rows[b, j]
-        history = torch.cat([beams.weights[parents], step_weights[parents].unsqueeze(1)], dim=1)  # (F, t+1, S)
+        history = torch.cat([beams.weights[parents], step_weights[parents].unsqueeze(1)], dim=1)  # (n, t+1, S)
         _add_finished(finished, beams.sentence[b], beams.tokens[parents], history, cand_scores[b, j], config,
                       src_lengths)
     order = (rank + is_eos.long() * cand.size(1)).topk(K, dim=-1, largest=False).indices  # non-EOS first
@@ -187,11 +191,11 @@ def _finish_at_limit(beams: _Beams, at_limit: Tensor, K: int, finished: _Finishe
 
 def _add_finished(finished: _Finished, sentences: Tensor, tokens: Tensor, weights: Tensor, scores: Tensor,
                   config: SearchConfig, src_lengths: Tensor, eos: bool = True) -> None:
-    """F hypotheses at once: original sentence (F,), ids (F, t), attention (F, L, S), summed log-probs (F,)."""
+    """n hypotheses at once: original sentence (n,), ids (n, t), attention (n, T, S), summed log-probs (n,)."""
     finished.counts.index_add_(0, sentences, torch.ones_like(sentences))
     penalty = length_penalty(tokens.size(1) + int(eos), config.length_penalty)
     weights = weights.cpu()
     rows = zip(sentences.tolist(), tokens.tolist(), scores.tolist(), weights, src_lengths[sentences].tolist(),
                strict=True)
     for sentence, ids, score, attention, src_length in rows:
-        finished.hypotheses[sentence].append(Hypothesis(ids, score / penalty, attention[:, :src_length]))
+        finished.hypotheses[sentence].append(Hypothesis(ids, score / penalty, attention[:, :src_length], score))

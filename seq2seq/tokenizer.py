@@ -21,10 +21,11 @@ from collections.abc import Sequence
 import sentencepiece as spm
 
 from seq2seq.config import TokenizerConfig, from_dict
-from seq2seq.errors import CheckpointError, ConfigError, DataError
+from seq2seq.errors import CheckpointError, ConfigError, DataError, checkpoint_fault
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # fixed at SentencePiece training
 EOS_PIECE = "</s>"
+WORD_START = "\u2581"  # SentencePiece marks a piece that starts a word with it
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
 STATE_VERSION = 1
 
@@ -42,6 +43,11 @@ def normalize(text: str, lowercase: bool = False) -> str:
     if lowercase:
         text = unicodedata.normalize("NFKC", text.lower())
     return " ".join(text.translate(_CONTROL_TO_SPACE).split())
+
+
+def piece_label(piece: str) -> str:
+    """How a piece reads in a figure: SentencePiece's word-start mark (U+2581) dropped, "␣" for a bare one."""
+    return piece.replace(WORD_START, "") or "\u2423"
 
 
 def _train_model(sentences: list[str], config: TokenizerConfig, side: str) -> bytes:
@@ -166,10 +172,8 @@ class Tokenizer:
                 f"{where}: tokenizer format version {state.get('version')!r} is not supported "
                 f"(expected {STATE_VERSION})"
             )
-        try:
+        with checkpoint_fault():
             config = from_dict(TokenizerConfig, state.get("config"), where=f"{where}: tokenizer config")
-        except ConfigError as err:
-            raise CheckpointError(str(err)) from None
         names = ("source_model",) if config.joint else ("source_model", "target_model")
         models = [state.get(name) for name in names]
         for name, model in zip(names, models, strict=True):

@@ -1,5 +1,7 @@
-"""Training: AdamW, clipping, a learning-rate schedule, label smoothing, seeded teacher forcing,
-validation by greedy dev BLEU, early stopping, atomic best/last checkpoints and exact resume.
+"""The training loop: epochs of token-budget batches, validation by greedy dev BLEU, early stopping, a
+wall-clock budget, best/last checkpoints and exact resume. Its parts: ``seq2seq.optimizer`` makes one
+update (AdamW, schedule, mixed precision, clipping, DDP), ``seq2seq.report`` tells (progress bar,
+log, metrics.jsonl), ``seq2seq.checkpoint`` writes the files.
 
 Randomness comes from three sources, all seeded from ``TrainConfig.seed`` and saved in last.pt:
 torch's global generator (initialisation, dropout), the batch-order generator and the
@@ -15,7 +17,6 @@ takes the same schedule and early-stopping decisions and all stop together.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -24,24 +25,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
-from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
-from tqdm import tqdm
 
-from seq2seq.checkpoint import read_checkpoint, restore, save_checkpoint
+from seq2seq.checkpoint import count_parameters, read_checkpoint, restore, save_checkpoint
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate
 from seq2seq.distributed import ONE_PROCESS, World
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import Scores, score_corpus
-from seq2seq.model import Seq2Seq, build_model, count_parameters
-from seq2seq.precision import autocast, autocast_dtype
+from seq2seq.fast.precision import autocast_dtype
+from seq2seq.model import Seq2Seq, build_model
+from seq2seq.optimizer import TrainStep
 from seq2seq.recommender import Recommender
+from seq2seq.report import TrainingReport
 from seq2seq.tokenizer import Tokenizer
 
-SCHEDULES = ("plateau", "warmup")
 RANK_SEED_STRIDE = 1000  # under torchrun, process r draws dropout and teacher forcing from seed + r x this
 
 
@@ -57,40 +56,16 @@ class TrainResult:
     parameters: int
 
 
-def token_loss(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-    """Summed label-smoothed loss and summed NLL. logits (N, V), target (N,) ids."""
-    log_probs = logits.float().log_softmax(dim=-1)  # (N, V)
-    nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (N,)
-    loss = (1.0 - smoothing) * nll - smoothing * log_probs.mean(dim=-1)  # PyTorch's label_smoothing
-    return loss.sum(), nll.sum()
-
-
-def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig):
-    if config.schedule == "plateau":
-        return torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer, mode="max", factor=0.5, patience=config.plateau_patience, min_lr=config.min_learning_rate)
-    if config.schedule == "warmup":
-        warmup = max(1, config.warmup_steps)
-        return torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1))))
-    raise ConfigError(f"unknown schedule {config.schedule!r}; valid: {', '.join(SCHEDULES)}")
-
-
 class Trainer:
-    """Owns the model, optimiser, schedule, generators and counters of one training run."""
+    """The loop of one training run: its generators and counters, validation and early stopping."""
 
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, train_set: ParallelDataset,
                  dev: ParallelCorpus, config: TrainConfig, output_dir: Path, device: torch.device,
                  log: Callable[[str], None], world: World = ONE_PROCESS) -> None:
         self.model, self.tokenizer, self.train_set, self.dev = model.to(device), tokenizer, train_set, dev
         self.config, self.output_dir, self.device, self.log, self.world = config, output_dir, device, log, world
-        self.network: torch.nn.Module = self.model  # what train_step calls: the model, or DDP around it
-        if world.size > 1:  # every parameter gets a gradient in every configuration: no find_unused_parameters
-            device_ids = [device.index] if device.type == "cuda" else None  # cuda:LOCAL_RANK
-            self.network = DistributedDataParallel(self.model, device_ids=device_ids)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
-                                           weight_decay=config.weight_decay)
-        self.scheduler = make_scheduler(self.optimizer, config)
+        self.update = TrainStep(self.model, config, device, world)
+        self.report = TrainingReport(output_dir, log, world.is_main)
         self.batch_generator = torch.Generator().manual_seed(config.seed + 1)
         self.forcing_generator = torch.Generator().manual_seed(config.seed + 2 + RANK_SEED_STRIDE * world.rank)
         self.sampler = TokenBatchSampler(train_set.batch_lengths(), config.batch_tokens, shuffle=True,
@@ -99,25 +74,17 @@ class Trainer:
                                       "best_step": 0, "bad_validations": 0, "train_tokens": 0,
                                       "train_seconds": 0.0}
         self.epoch_start_generator = self.batch_generator.get_state()
-        # Mixed precision (seq2seq/precision.py): by default fp16 autocast with loss scaling on CUDA
-        # (cuDNN runs GRUs in fp16 on every generation), float32 on a CPU; bf16 needs no scaling.
-        self.autocast_dtype = autocast_dtype(config.precision, device)
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
 
-    # -- state ---------------------------------------------------------------------------
+    # -- checkpoints -----------------------------------------------------------------------
     def training_state(self) -> dict[str, Any]:
-        return {**self.state, "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "scaler": self.scaler.state_dict(),
+        return {**self.state, **self.update.state_dict(),
                 "epoch_start_generator": self.epoch_start_generator,
                 "forcing_generator": self.forcing_generator.get_state(), "torch_rng": torch.get_rng_state(),
                 # only under torchrun, so that a one-process last.pt keeps its exact contents
                 **({"world_size": self.world.size} if self.world.size > 1 else {})}
 
     def load_training_state(self, saved: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(saved["optimizer"])
-        self.scheduler.load_state_dict(saved["scheduler"])
-        if saved.get("scaler"):
-            self.scaler.load_state_dict(saved["scaler"])
+        self.update.load_state_dict(saved)
         self.epoch_start_generator = saved["epoch_start_generator"]
         self.forcing_generator.set_state(saved["forcing_generator"])
         torch.set_rng_state(saved["torch_rng"])
@@ -125,9 +92,8 @@ class Trainer:
 
     def save(self, name: str) -> None:
         """Write OUTPUT_DIR/name (rank 0 only: the others hold the same weights)."""
-        if not self.world.is_main:
-            return
-        save_checkpoint(self.output_dir / name, self.model, self.tokenizer, self.config, self.training_state())
+        if self.world.is_main:
+            save_checkpoint(self.output_dir / name, self.model, self.tokenizer, self.config, self.training_state())
 
     # -- loop ----------------------------------------------------------------------------
     def fit(self) -> TrainResult:
@@ -169,10 +135,8 @@ class Trainer:
         """Train on this epoch's remaining batches; returns a reason to stop early, or ""."""
         loader = DataLoader(self.train_set, batch_sampler=batches[self.state["batches_done"]:], collate_fn=collate,
                             pin_memory=self.device.type == "cuda")
-        epoch = self.state["epoch"] + 1
-        bar = tqdm(loader, desc=f"epoch {epoch}/{self.config.epochs}", unit="batch", leave=False,
-                   initial=self.state["batches_done"], total=len(batches), mininterval=1.0,
-                   disable=not self.world.is_main)
+        bar = self.report.epoch_bar(loader, self.state["epoch"] + 1, self.config.epochs, self.state["batches_done"],
+                                    len(batches))
         self.model.train()
         for batch in bar:
             tick = time.monotonic()
@@ -182,8 +146,8 @@ class Trainer:
             self.state["batches_done"] += 1
             self.state["step"] += 1
             # This process's rate times the processes: an estimate that needs no collective per step.
-            rate = self.world.size * self.state["train_tokens"] / max(self.state["train_seconds"], 1e-9)
-            bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(nll, 50)):.2f}", tok_s=f"{rate:.0f}", refresh=False)
+            self.report.step(bar, loss, nll, self.world.size * self.state["train_tokens"]
+                             / max(self.state["train_seconds"], 1e-9))
             every = self.config.validate_every
             if every and self.state["step"] % every == 0 and self.validate():
                 return "early stopping"
@@ -195,24 +159,13 @@ class Trainer:
         return ""
 
     def train_step(self, batch: Batch) -> tuple[float, float, int]:
-        """One update; returns the batch's per-token loss and NLL and its target token count."""
+        """One update, with this step's teacher-forcing draws; returns the per-token loss and NLL and the
+        target token count."""
         feed_mask = None
         if self.config.teacher_forcing < 1.0:
             draws = torch.rand(batch.tgt_in.shape, generator=self.forcing_generator)
             feed_mask = (draws < self.config.teacher_forcing).to(self.device)
-        with autocast(self.device, self.autocast_dtype):
-            logits, _ = self.network(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, batch.tgt_mask,
-                                     feed_mask)  # (N, V) at the real target positions
-        loss, nll = token_loss(logits, batch.tgt_out[batch.tgt_mask], self.config.label_smoothing)
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss / batch.n_tokens).backward()
-        self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_grad_norm)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        if self.config.schedule == "warmup":
-            self.scheduler.step()
-        return loss.item() / batch.n_tokens, nll.item() / batch.n_tokens, batch.n_tokens
+        return self.update(batch, feed_mask)
 
     def validate(self) -> str:
         """Greedy dev BLEU; saves last.pt (and best.pt on improvement); returns "early stopping" or "".
@@ -227,11 +180,14 @@ class Trainer:
             state.update(best_bleu=bleu, best_step=state["step"], bad_validations=0)
         else:
             state["bad_validations"] += 1
-        if self.config.schedule == "plateau":
-            self.scheduler.step(bleu)
+        self.update.validated(bleu)
         rate = self.tokens_per_second()
         if scores is not None:
-            self.record(scores, hypotheses, rate, improved)
+            self.report.validation(state, scores, hypotheses[0] if hypotheses else "", self.update.learning_rate,
+                                   rate)
+            if improved:
+                self.save("best.pt")
+            self.save("last.pt")
         return "early stopping" if state["bad_validations"] >= self.config.patience else ""
 
     def score_dev(self) -> tuple[Scores, list[str]]:
@@ -242,21 +198,6 @@ class Trainer:
         scores = score_corpus(hypotheses, [example.target for example in self.dev.examples])
         self.model.train()
         return scores, hypotheses
-
-    def record(self, scores: Scores, hypotheses: list[str], rate: float, improved: bool) -> None:
-        """Append to metrics.jsonl, log the validation and save last.pt (and best.pt on improvement)."""
-        state = self.state
-        record = {"epoch": state["epoch"], "step": state["step"], "dev_bleu": round(scores.bleu, 2),
-                  "dev_chrf": round(scores.chrf, 2), "best_bleu": round(state["best_bleu"], 2),
-                  "lr": self.optimizer.param_groups[0]["lr"], "target_tokens_per_s": round(rate, 1),
-                  "train_seconds": round(state["train_seconds"], 1), "example": hypotheses[0] if hypotheses else ""}
-        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
-        self.log(f"step {state['step']} epoch {state['epoch']}: dev BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}"
-                 f" (best {state['best_bleu']:.2f}) lr {record['lr']:.2e} {rate:.0f} target tok/s")
-        if improved:
-            self.save("best.pt")
-        self.save("last.pt")
 
 
 def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | Path, model_config: ModelConfig,

@@ -1,4 +1,6 @@
-"""Shared fixtures: thirty alert/recommendation pairs, a tokenizer trained on them, a file writer."""
+"""Shared fixtures: thirty alert/recommendation pairs, a tokenizer trained on them, a file writer.
+
+Test modules import shared helpers from ``support`` only; this file holds the fixtures."""
 
 from __future__ import annotations
 
@@ -8,68 +10,20 @@ import os
 # cores with another job (a benchmark, a second suite) does not slow to a crawl (see gradio_app.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import importlib.util
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import settings
+from support import TINY_CONFIG, TINY_PAIRS
 
-from seq2seq.config import TokenizerConfig
 from seq2seq.tokenizer import Tokenizer
 
 # No hypothesis deadline: speed is measured by benchmarks, never by timed assertions (STYLE.md), and a
 # first example that warms up torch on a loaded two-core runner must not fail the suite.
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
-
-TINY_PAIRS = (
-    ("pump vibration high", "inspect pump bearings"),
-    ("pump pressure low", "check pump inlet for blockage"),
-    ("pump temperature high", "check pump cooling and lubrication"),
-    ("pump flow low", "inspect pump impeller"),
-    ("motor temperature high", "check motor cooling fan"),
-    ("motor current high", "inspect motor windings"),
-    ("motor vibration high", "check motor alignment and mounting bolts"),
-    ("motor speed low", "inspect motor drive belt"),
-    ("fan vibration high", "balance fan blades"),
-    ("fan speed low", "replace fan belt"),
-    ("fan noise high", "lubricate fan bearings"),
-    ("valve leak detected", "replace valve seal"),
-    ("valve stuck open", "inspect valve actuator"),
-    ("valve stuck closed", "clean valve seat"),
-    ("valve pressure high", "check valve setting"),
-    ("compressor pressure high", "check compressor discharge valve"),
-    ("compressor temperature high", "clean compressor cooler"),
-    ("compressor oil low", "top up compressor oil"),
-    ("compressor vibration high", "inspect compressor mounts"),
-    ("bearing temperature high", "lubricate bearing"),
-    ("bearing noise high", "replace bearing"),
-    ("filter pressure high", "replace filter"),
-    ("filter clogged", "clean filter element"),
-    ("belt slipping", "tighten belt"),
-    ("belt worn", "replace belt"),
-    ("oil level low", "top up oil"),
-    ("oil pressure low", "check oil pump"),
-    ("coolant level low", "top up coolant"),
-    ("coolant temperature high", "check coolant pump and radiator"),
-    ("gearbox noise high", "inspect gearbox teeth"),
-)
-
-TINY_CONFIG = TokenizerConfig(vocab_size=60)
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-
-
-def load_script(name: str):
-    """``scripts/NAME.py`` imported as module NAME (the scripts folder is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.fixture
 def tiny_pairs() -> list[tuple[str, str]]:

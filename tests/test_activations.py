@@ -1,4 +1,4 @@
-"""seq2seq.activations.tanh is torch.tanh: within 3 ulp, special values, torch.tanh itself under autograd."""
+"""seq2seq.fast.activations.tanh is torch.tanh: within 3 ulp, special values, torch.tanh itself under autograd."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from seq2seq.activations import tanh
+from seq2seq.fast.activations import tanh
 
 
 def ulps(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:

@@ -17,16 +17,16 @@ import httpx
 import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
-from tiny_runs import DRIFT_UNIT, MAX_SOURCE_LENGTH, trained, trained_rul
+from support import DRIFT_UNIT, MAX_SOURCE_LENGTH, trained, trained_rul
 
 import gradio_app
-from seq2seq import smoke
-from seq2seq.incident_log import read_columns
-from seq2seq.pipeline import EngineMonitor
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
+from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.preprocess import HEALTH_STATES
-from seq2seq.smoke import free_port
+from seq2seq.serving import smoke
+from seq2seq.serving.incident_log import read_columns
+from seq2seq.serving.smoke import free_port
 
 # gradio 6.31 with pandas 3.1 warns on every queued call; the suite turns warnings into errors.
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
+from support import trained, trained_rul
 from test_app import ALERTS, launch
-from tiny_runs import trained, trained_rul
 
 import gradio_app
 from seq2seq.config import SearchConfig
-from seq2seq.pipeline import EngineMonitor
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
+from seq2seq.rul.monitor import EngineMonitor
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

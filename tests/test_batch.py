@@ -1,4 +1,4 @@
-"""File mode of translate (seq2seq.batch): rows and columns kept in order, per-row errors, batching,
+"""File mode of translate (seq2seq.serving.batch): rows and columns kept in order, per-row errors, batching,
 durable output with exact resume, attention and heatmap companions, and the CLI's one-line errors."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from tiny_runs import MAX_SOURCE_LENGTH, trained
+from support import MAX_SOURCE_LENGTH, trained
 
-from seq2seq.batch import BatchSummary, translate_file
 from seq2seq.config import SearchConfig
 from seq2seq.errors import DataError
 from seq2seq.recommender import Recommender
+from seq2seq.serving.batch import BatchSummary, translate_file
 
 ALERTS = ["pump vibration high", "belt worn", "valve stuck closed", "coolant temperature high",
           "oil level low", "fan speed low", "filter clogged"]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 import torch
+from support import run_cli, trained
 from test_batch import ALERTS, assert_same_rows, csv_input, read_csv
-from tiny_runs import run_cli, trained
 
 from seq2seq.recommender import Recommender
 

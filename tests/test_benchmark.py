@@ -6,10 +6,9 @@ import json
 import sys
 
 import torch
-from conftest import SCRIPTS, load_script
-from tiny_runs import trained
+from support import SCRIPTS, load_script, trained
 
-from seq2seq.precision import cpu_has_native_bf16
+from seq2seq.fast.precision import cpu_has_native_bf16
 
 
 def test_benchmark_measures_every_section_on_the_tiny_run(tmp_path_factory, tmp_path, monkeypatch, capsys):

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import load_script
+from support import load_script
 
-from seq2seq import catalog
+from seq2seq.rul import catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "make_corpus.py"

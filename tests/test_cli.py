@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_PAIRS
-from tiny_runs import EPOCHS, MAX_SOURCE_LENGTH, TinyRun, run_cli, train_args, trained, training_threads, tsv
+from support import EPOCHS, MAX_SOURCE_LENGTH, TINY_PAIRS, TinyRun, run_cli, train_args, trained, training_threads, tsv
 
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.recommender import Recommender

@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY_PAIRS, load_script
-from tiny_runs import TinyRun, run_cli, trained
+from support import TINY_PAIRS, TinyRun, load_script, run_cli, trained
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "compare_attention.py"

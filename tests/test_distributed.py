@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_PAIRS
-from tiny_runs import CliResult, TinyData, run_cli, tiny_data, train_args, tsv
+from support import TINY_PAIRS, CliResult, TinyData, run_cli, tiny_data, train_args, tsv
 
 from seq2seq.checkpoint import load_model
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, from_dict

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import sacrebleu
-from conftest import TINY_PAIRS
+from support import TINY_PAIRS
 
 from seq2seq.config import ModelConfig, SearchConfig
 from seq2seq.corpus import Example, ParallelCorpus

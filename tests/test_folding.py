@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from seq2seq.config import SearchConfig
-from seq2seq.folding import FoldedDecoder, fold_embeddings, gru_cell
+from seq2seq.fast.folding import FoldedDecoder, fold_embeddings, gru_cell
+from seq2seq.fast.quantize import quantize_int8
 from seq2seq.model import build_model
-from seq2seq.quantize import quantize_int8
 from seq2seq.recommender import Recommender
 from seq2seq.search import search
 from seq2seq.tokenizer import BOS_ID

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from seq2seq.heatmap import heatmap_figure, recommendation_figures
 from seq2seq.recommender import Candidate, Recommendation
+from seq2seq.serving.figures import heatmap_figure, recommendation_figures
 
 
 def candidate(rows: int, cols: int, text: str = "inspect pump bearings") -> Candidate:

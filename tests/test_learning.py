@@ -8,12 +8,12 @@ import torch
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.config import ModelConfig, SearchConfig
 from seq2seq.data import collate, source_batch
-from seq2seq.folding import fold_embeddings
+from seq2seq.fast.folding import fold_embeddings
+from seq2seq.fast.quantize import quantize_int8
 from seq2seq.model import build_model
-from seq2seq.quantize import quantize_int8
+from seq2seq.optimizer import token_loss
 from seq2seq.search import search
 from seq2seq.tokenizer import EOS_ID
-from seq2seq.train import token_loss
 
 SYMBOLS = range(4, 14)  # ten ordinary ids; 0-3 are PAD, UNK, BOS, EOS
 

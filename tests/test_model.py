@@ -10,8 +10,8 @@ import torch
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.config import ModelConfig
 from seq2seq.data import source_batch
-from seq2seq.dropout import Dropout
 from seq2seq.errors import ConfigError
+from seq2seq.fast.dropout import Dropout
 from seq2seq.model import build_model
 from seq2seq.tokenizer import BOS_ID
 

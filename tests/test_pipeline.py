@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tiny_runs import DRIFT_SENSOR, DRIFT_UNIT, trained, trained_rul
+from support import DRIFT_SENSOR, DRIFT_UNIT, trained, trained_rul
 
-from seq2seq.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
-from seq2seq.heatmap import recommendation_figures
-from seq2seq.pipeline import EngineMonitor, attention_figure, deviation_figure
 from seq2seq.recommender import Recommender
+from seq2seq.rul.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
 from seq2seq.rul.cmapss import read_cmapss
+from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.preprocess import HEALTH_STATES
+from seq2seq.serving.figures import attention_figure, deviation_figure, recommendation_figures
 
 CATALOG = {sensor_alert(s.symbol, d, k) for s in SENSORS for d in DIRECTIONS for k in STRENGTHS}
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support import run_cli, tiny_data, train_args
 from test_model import tiny_config
-from tiny_runs import run_cli, tiny_data, train_args
 
-from seq2seq import precision
 from seq2seq.config import TokenizerConfig, TrainConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.data import collate
 from seq2seq.errors import ConfigError
-from seq2seq.precision import autocast_dtype
+from seq2seq.fast import precision
+from seq2seq.fast.precision import autocast_dtype
 from seq2seq.train import build_trainer
 
 CPU = torch.device("cpu")

@@ -7,14 +7,13 @@ import json
 
 import pytest
 import torch
-from conftest import TINY_PAIRS
-from tiny_runs import run_cli, trained
+from support import TINY_PAIRS, run_cli, trained
 from torch import nn
 
 from seq2seq.config import SearchConfig
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import score_corpus
-from seq2seq.quantize import quantize_int8
+from seq2seq.fast.quantize import quantize_int8
 from seq2seq.recommender import Recommender
 
 ALERTS = [source for source, _ in TINY_PAIRS]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_runs import MAX_SOURCE_LENGTH, trained
+from support import MAX_SOURCE_LENGTH, trained
 
 from seq2seq.config import SearchConfig
 from seq2seq.errors import ConfigError

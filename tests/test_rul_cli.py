@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from tiny_runs import DRIFT_SENSOR, DRIFT_UNIT, RUL_CONFIG, run_cli, trained, trained_rul
+from support import DRIFT_SENSOR, DRIFT_UNIT, RUL_CONFIG, run_cli, trained, trained_rul
 
-from seq2seq.catalog import sensor
+from seq2seq.rul.catalog import sensor
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +81,11 @@ def test_bad_input_is_one_line_and_exit_2(rul_run, tmp_path, case):
 def test_a_small_model_fits_synthetic_engines_far_better_than_the_mean(rul_run):
     """The held-out validation engines scored at 30/50/70/90 % of their lives (the validation protocol):
     RMSE well below always answering the training mean."""
-    from seq2seq.pipeline import EngineMonitor
-    from seq2seq.rul.cli import split_engines
     from seq2seq.rul.cmapss import read_cmapss
     from seq2seq.rul.evaluate import evaluate_windows, rmse
+    from seq2seq.rul.monitor import EngineMonitor
     from seq2seq.rul.preprocess import training_set, truncated_windows
+    from seq2seq.rul.train import split_engines
 
     monitor = EngineMonitor.from_checkpoint(rul_run.output_dir / "best.pt")
     train, valid = split_engines(read_cmapss(rul_run.train), monitor.config)

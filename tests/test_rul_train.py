@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from seq2seq.checkpoint import save_atomic
 from seq2seq.config import RulConfig
 from seq2seq.errors import CheckpointError
 from seq2seq.rul.evaluate import RulScores, evaluate_windows, phm08_score, predict, rmse
 from seq2seq.rul.model import RulOutput, build_rul_model
 from seq2seq.rul.train import load_rul_checkpoint, rul_loss, save_rul_checkpoint, train_rul
-from seq2seq.serialization import save_atomic
 
 F = 2
 W = 8

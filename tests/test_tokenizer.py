@@ -4,9 +4,9 @@ import io
 import pytest
 import sentencepiece as spm
 import torch
-from conftest import TINY_CONFIG, TINY_PAIRS
 from hypothesis import given
 from hypothesis import strategies as st
+from support import TINY_CONFIG, TINY_PAIRS
 
 from seq2seq.config import TokenizerConfig
 from seq2seq.errors import CheckpointError, ConfigError, DataError

@@ -1,6 +1,6 @@
 """Alerts from what the RUL model looked at.
 
-Shapes: W window cycles, F kept sensors, L cycles of history.
+Shapes (legend: seq2seq/__init__.py): W window cycles, F kept sensors, L cycles of history.
 
 For the last window of an engine, each kept sensor's deviation from the engine's own early
 (healthy) cycles is weighted by the model's temporal attention:
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from seq2seq.catalog import sensor, sensor_alert
+from seq2seq.rul.catalog import sensor, sensor_alert
 
 BASELINE_CYCLES = 20  # early cycles taken as the engine's healthy reference
 MIN_DEVIATION = 0.5  # |signed deviation| (training std) below which a sensor raises no alert

@@ -15,7 +15,6 @@ Blank lines are ignored. Line and column numbers in messages are 1-based, as an 
 
 from __future__ import annotations
 
-import codecs
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from seq2seq.catalog import SENSORS
-from seq2seq.errors import DataError, file_error
+from seq2seq.errors import DataError
+from seq2seq.files import read_lines
+from seq2seq.rul.catalog import SENSORS
 
 N_SETTINGS = 3
 N_SENSORS = len(SENSORS)  # 21
@@ -102,7 +102,7 @@ def read_cmapss(path: str | Path) -> list[Engine]:
 
 
 def read_rul(path: str | Path, n_engines: int | None = None) -> np.ndarray:
-    """The true remaining lives of ``RUL_FD00x.txt``, (N,) float; N must equal ``n_engines`` when given.
+    """The true remaining lives of ``RUL_FD00x.txt``, (B,) float; B must equal ``n_engines`` when given.
 
     One non-negative finite number per line; anything else is a one-line DataError naming the line.
     """
@@ -182,19 +182,4 @@ def _number(field: str, where: str) -> float:
 
 def _records(path: Path) -> list[tuple[int, list[str]]]:
     """(line number, whitespace-separated fields) of each non-blank line of a UTF-8 file."""
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise file_error(path, err) from None
-    records = []
-    for number, raw in enumerate(data.removeprefix(codecs.BOM_UTF8).split(b"\n"), 1):
-        try:
-            fields = raw.decode("utf-8").split()
-        except UnicodeDecodeError as err:
-            column = len(raw[: err.start].decode("utf-8", errors="replace")) + 1
-            raise DataError(
-                f"{path}: line {number}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {column})"
-            ) from None
-        if fields:
-            records.append((number, fields))
-    return records
+    return [(number, fields) for number, line in enumerate(read_lines(path), 1) if (fields := line.split())]

@@ -17,7 +17,7 @@ from seq2seq.rul.model import RulModel, RulOutput
 
 
 class Windows(Protocol):
-    """Any record of N windows: x (N, W, F) float, mask (N, W) bool, rul (N,) float in cycles."""
+    """Any record of B windows: x (B, W, F) float, mask (B, W) bool, rul (B,) float in cycles."""
 
     x: Tensor
     mask: Tensor
@@ -62,10 +62,10 @@ class RulScores:
 
 
 def predict(model: RulModel, x: Tensor, mask: Tensor, batch_size: int = 512) -> RulOutput:
-    """Predictions for N windows in batches on the model's device, gathered on the CPU.
+    """Predictions for B windows in batches on the model's device, gathered on the CPU.
 
-    x (N, W, F), mask (N, W) -> RulOutput with rul (N,) >= 0, health_logits (N, K), attention
-    (N, W). Runs in eval mode and restores the model's previous mode afterwards.
+    x (B, W, F), mask (B, W) -> RulOutput with rul (B,) >= 0, health_logits (B, Y), attention
+    (B, W). Runs in eval mode and restores the model's previous mode afterwards.
     """
     if x.shape[0] == 0:
         raise ValueError("predict needs at least one window")
@@ -81,9 +81,9 @@ def predict(model: RulModel, x: Tensor, mask: Tensor, batch_size: int = 512) -> 
     finally:
         model.train(was_training)
     return RulOutput(
-        rul=torch.cat([p.rul for p in parts]).cpu().clamp(min=0.0),  # (N,)
-        health_logits=torch.cat([p.health_logits for p in parts]).cpu(),  # (N, K)
-        attention=torch.cat([p.attention for p in parts]).cpu(),  # (N, W)
+        rul=torch.cat([p.rul for p in parts]).cpu().clamp(min=0.0),  # (B,)
+        health_logits=torch.cat([p.health_logits for p in parts]).cpu(),  # (B, Y)
+        attention=torch.cat([p.attention for p in parts]).cpu(),  # (B, W)
     )
 
 

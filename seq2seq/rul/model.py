@@ -1,7 +1,7 @@
 """Remaining-useful-life model: Conv1d over time -> BiLSTM -> temporal attention -> two heads.
 
-Shapes: B batch, W window (cycles), F features (sensors), C conv channels, H LSTM hidden per
-direction, A attention hidden, K health classes.
+Shapes (legend: seq2seq/__init__.py): B batch, W window (cycles), F features (sensors), C conv
+channels, R LSTM hidden per direction, A attention hidden, Y health classes.
 
 Windows are LEFT-padded: the last column is always the newest cycle and ``mask`` (B, W) bool is
 True on real cycles. Padded cycles never influence a real cycle's result, so padding a window
@@ -28,13 +28,13 @@ from seq2seq.attention import masked_softmax
 from seq2seq.config import RulConfig
 from seq2seq.errors import ConfigError
 
-HEALTH_CLASSES = 3  # K: 0 healthy, 1 degrading, 2 critical (thresholds in RulConfig)
+HEALTH_CLASSES = 3  # Y: 0 healthy, 1 degrading, 2 critical (thresholds in RulConfig)
 
 
 @dataclass(frozen=True)
 class RulOutput:
     rul: Tensor  # (B,) predicted remaining life in cycles; clamped at >= 0 in eval mode
-    health_logits: Tensor  # (B, K) unnormalised health-class scores
+    health_logits: Tensor  # (B, Y) unnormalised health-class scores
     attention: Tensor  # (B, W) weights over cycles; each row sums to 1, 0 on padded cycles
 
 
@@ -90,8 +90,8 @@ class RulModel(nn.Module):
     def forward(self, x: Tensor, mask: Tensor) -> RulOutput:
         """x (B, W, F) float, mask (B, W) bool (True = real cycle, at least one per row)."""
         features = self.extract(x, mask)  # (B, W, C)
-        states = self.encode(features, mask)  # (B, W, 2H)
-        context, weights = self.attention(states, mask)  # (B, 2H), (B, W)
+        states = self.encode(features, mask)  # (B, W, 2R)
+        context, weights = self.attention(states, mask)  # (B, 2R), (B, W)
         context = self.dropout(context)
         rul = self.rul_head(context).squeeze(-1) * self.config.rul_cap  # (B,)
         if not self.training:
@@ -105,7 +105,7 @@ class RulModel(nn.Module):
         return self.dropout(torch.relu(features)) * keep
 
     def encode(self, features: Tensor, mask: Tensor) -> Tensor:
-        """BiLSTM over the real cycles of each row only. (B, W, C) -> (B, W, 2H), 0 at padded cycles."""
+        """BiLSTM over the real cycles of each row only. (B, W, C) -> (B, W, 2R), 0 at padded cycles."""
         W = features.shape[1]
         lengths = mask.sum(dim=1)  # (B,)
         if bool((lengths == 0).any()):
@@ -115,7 +115,7 @@ class RulModel(nn.Module):
         packed = pack_padded_sequence(self._gather(features, front), lengths.cpu(), batch_first=True,
                                       enforce_sorted=False)
         states, _ = self.lstm(packed)
-        states, _ = pad_packed_sequence(states, batch_first=True, total_length=W)  # (B, W, 2H)
+        states, _ = pad_packed_sequence(states, batch_first=True, total_length=W)  # (B, W, 2R)
         return self._gather(states, back)
 
     @staticmethod

@@ -1,6 +1,6 @@
 """From engines to model inputs: RUL targets, health states, sensor scaling and windows of cycles.
 
-Shapes: L cycles of one engine, N windows, W window (cycles), F kept sensors.
+Shapes (legend: seq2seq/__init__.py): L cycles of one engine, B windows, W window (cycles), F kept sensors.
 
 The standard C-MAPSS protocol (Saxena et al. 2008; e.g. Zheng et al. 2017, "Long Short-Term Memory
 Network for Remaining Useful Life Estimation"): the RUL target is capped piecewise-linearly
@@ -23,9 +23,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from seq2seq.catalog import SENSORS
 from seq2seq.config import RulConfig
 from seq2seq.errors import CheckpointError, DataError
+from seq2seq.rul.catalog import SENSORS
 from seq2seq.rul.cmapss import Engine
 
 HEALTH_STATES = ("healthy", "degrading", "critical")  # index = class id
@@ -45,7 +45,7 @@ def health_state(rul: float, config: RulConfig) -> int:
 
 
 def health_states(rul: np.ndarray, config: RulConfig) -> np.ndarray:
-    """``health_state`` of every element: (N,) float -> (N,) int64."""
+    """``health_state`` of every element: (B,) float -> (B,) int64."""
     rul = np.asarray(rul)
     states = np.full(rul.shape, HEALTHY, dtype=np.int64)
     states[rul <= config.degrading_below] = DEGRADING
@@ -134,7 +134,7 @@ class Preprocessor:
 def windows(values: np.ndarray, ends: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     """The W cycles ending at (and including) each index of ``ends``, left-padded with zeros.
 
-    values (L, F), ends (N,) indices into L -> x (N, W, F) float32, mask (N, W) bool with True on
+    values (L, F), ends (B,) indices into L -> x (B, W, F) float32, mask (B, W) bool with True on
     real cycles: ``mask[i].sum() == min(ends[i] + 1, W)`` and ``x[i, -1] == values[ends[i]]``.
     """
     L, F = values.shape
@@ -144,20 +144,20 @@ def windows(values: np.ndarray, ends: np.ndarray, window: int) -> tuple[np.ndarr
     if ends.size and (ends.min() < 0 or ends.max() >= L):
         raise ValueError(f"window ends must be cycle indices in 0..{L - 1}, got {ends.min()}..{ends.max()}")
     padded = np.concatenate([np.zeros((window - 1, F), dtype=np.float32), values.astype(np.float32)])  # (W-1+L, F)
-    rows = ends[:, None] + np.arange(window)  # (N, W) rows of padded; padded row r is cycle r - (W - 1)
-    return padded[rows], rows >= window - 1  # (N, W, F), (N, W)
+    rows = ends[:, None] + np.arange(window)  # (B, W) rows of padded; padded row r is cycle r - (W - 1)
+    return padded[rows], rows >= window - 1  # (B, W, F), (B, W)
 
 
 @dataclass
 class RulWindows:
-    """N windows of sensor cycles with their targets; indexing gives a tuple of the fields, as TensorDataset."""
+    """B windows of sensor cycles with their targets; indexing gives a tuple of the fields, as TensorDataset."""
 
-    x: Tensor  # (N, W, F) float32, z-scored sensors, zero on padding
-    mask: Tensor  # (N, W) bool, True = real cycle
-    rul: Tensor  # (N,) float32, remaining cycles after the window's last cycle, capped
-    health: Tensor  # (N,) long, class id in HEALTH_STATES, from the uncapped remaining life
-    unit: Tensor  # (N,) long, engine number
-    cycle: Tensor  # (N,) long, cycle number (from the file) of the window's last cycle
+    x: Tensor  # (B, W, F) float32, z-scored sensors, zero on padding
+    mask: Tensor  # (B, W) bool, True = real cycle
+    rul: Tensor  # (B,) float32, remaining cycles after the window's last cycle, capped
+    health: Tensor  # (B,) long, class id in HEALTH_STATES, from the uncapped remaining life
+    unit: Tensor  # (B,) long, engine number
+    cycle: Tensor  # (B,) long, cycle number (from the file) of the window's last cycle
 
     def __post_init__(self) -> None:
         sizes = {name: len(getattr(self, name)) for name in ("x", "mask", "rul", "health", "unit", "cycle")}
@@ -188,7 +188,7 @@ def last_windows(
     config: RulConfig,
     final_rul: Sequence[float] | np.ndarray | None = None,
 ) -> RulWindows:
-    """One window per engine, ending at its last cycle; ``final_rul`` (N,) true RULs, default 0 (run to failure)."""
+    """One window per engine, ending at its last cycle; ``final_rul`` (B,) true RULs, default 0 (run to failure)."""
     final = np.zeros(len(engines)) if final_rul is None else np.asarray(final_rul, dtype=np.float64)
     if final.shape != (len(engines),):
         raise ValueError(f"final_rul has shape {final.shape}, expected ({len(engines)},)")
@@ -230,10 +230,10 @@ def _windows_at(
         remaining.append(_remaining(engine.length, final)[engine_ends])  # (n,)
         units.append(np.full(len(engine_ends), engine.unit))
         cycles.append(engine.cycles[engine_ends])
-    remaining_all = np.concatenate(remaining)  # (N,)
+    remaining_all = np.concatenate(remaining)  # (B,)
     return RulWindows(
-        x=torch.from_numpy(np.concatenate(xs)),  # (N, W, F)
-        mask=torch.from_numpy(np.concatenate(masks)),  # (N, W)
+        x=torch.from_numpy(np.concatenate(xs)),  # (B, W, F)
+        mask=torch.from_numpy(np.concatenate(masks)),  # (B, W)
         rul=torch.from_numpy(np.minimum(remaining_all, config.rul_cap).astype(np.float32)),
         health=torch.from_numpy(health_states(remaining_all, config)),
         unit=torch.from_numpy(np.concatenate(units).astype(np.int64)),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from seq2seq.catalog import sensor
+from seq2seq.rul.catalog import sensor
 from seq2seq.rul.cmapss import Engine, write_cmapss, write_rul
 
 # One row per sensor 1..21: (baseline, noise std, drift at failure, engine offset std, decimals).
@@ -80,7 +80,7 @@ def synthetic_test_set(
     max_life: int = 300,
     drift: dict[int, dict[str | int, float]] | None = None,
 ) -> tuple[list[Engine], np.ndarray]:
-    """Test engines cut at a random cycle, as ``test_FD00x.txt``, with their true RULs (N,) as ``RUL_FD00x.txt``.
+    """Test engines cut at a random cycle, as ``test_FD00x.txt``, with their true RULs (B,) as ``RUL_FD00x.txt``.
 
     Drawn from a stream separate from ``synthetic_engines(seed=seed)``, so they are other engines.
     Each keeps between TEST_KEPT of its life and all but its last cycle (RUL >= 1).

@@ -25,17 +25,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import TensorDataset
 from tqdm import tqdm
 
+from seq2seq.checkpoint import count_parameters, cpu_weights, load_weights, read_payload, save_atomic
 from seq2seq.config import RulConfig, from_dict, resolve_device
-from seq2seq.errors import CheckpointError, ConfigError
+from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
+from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.evaluate import Windows, evaluate_windows
 from seq2seq.rul.model import RulModel, RulOutput, build_rul_model
-from seq2seq.serialization import read_checkpoint, save_atomic
+from seq2seq.rul.preprocess import Preprocessor, RulWindows, training_set, truncated_windows
 
 FORMAT_VERSION = 1
 KIND = "rul-model"
@@ -78,34 +81,28 @@ def rul_loss(output: RulOutput, rul: Tensor, health: Tensor, config: RulConfig) 
 
 def save_rul_checkpoint(path: str | Path, model: RulModel, config: RulConfig,
                         preprocessor_state: dict[str, Any]) -> None:
-    """Write a self-describing checkpoint atomically (temporary sibling, fsync, rename)."""
+    """Write a self-describing checkpoint atomically (``seq2seq.checkpoint``)."""
     save_atomic({
         "format_version": FORMAT_VERSION,
         "kind": KIND,
         "config": dataclasses.asdict(config),
         "n_features": model.n_features,
         "preprocessor": preprocessor_state,
-        "weights": {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()},
+        "weights": cpu_weights(model),
     }, path)
 
 
 def load_rul_checkpoint(path: str | Path) -> tuple[RulModel, RulConfig, dict[str, Any]]:
     """Model (eval mode, on the CPU), its config and the preprocessor state saved with it."""
     path = Path(path)
-    payload = read_checkpoint(path, KIND, FORMAT_VERSION, REQUIRED_KEYS)
-    try:
+    payload = read_payload(path, KIND, FORMAT_VERSION, REQUIRED_KEYS)
+    with checkpoint_fault():
         config = from_dict(RulConfig, payload["config"], where=f"{path}: config")
         n_features = payload["n_features"]
         if not isinstance(n_features, int) or isinstance(n_features, bool):
             raise ConfigError(f"{path}: n_features must be a whole number, got {n_features!r}")
         model = build_rul_model(config, n_features)
-    except ConfigError as err:
-        raise CheckpointError(str(err)) from None
-    try:
-        model.load_state_dict(payload["weights"], strict=True)
-    except (RuntimeError, TypeError, AttributeError) as err:
-        detail = " ".join(str(err).split())
-        raise CheckpointError(f"{path}: weights do not match the config ({detail[:200]})") from None
+    model = load_weights(path, model, payload["weights"], "config")
     if not isinstance(payload["preprocessor"], dict):
         raise CheckpointError(f"{path}: preprocessor must be an object, got {type(payload['preprocessor']).__name__}")
     return model.eval(), config, payload["preprocessor"]
@@ -162,7 +159,7 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
                                                            patience=config.plateau_patience)
     data = TensorDataset(train.x.float().to(device), train.mask.bool().to(device),
                          train.rul.float().to(device), train.health.long().to(device))
-    parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    parameters = count_parameters(model)
     log(f"training a {parameters:,}-parameter RUL model on {len(data)} windows ({device}), "
         f"validating on {valid.x.shape[0]}")
     start = time.monotonic()
@@ -193,3 +190,24 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
     save_rul_checkpoint(output_dir / "last.pt", model, config, preprocessor_state)
     return RulTrainResult(best_rmse=best_rmse, best_epoch=best_epoch, epochs=epoch,
                           seconds=time.monotonic() - start, parameters=parameters, stopped=stopped)
+
+
+def split_engines(engines: list[Engine], config: RulConfig) -> tuple[list[Engine], list[Engine]]:
+    """Hold out ``config.validation_engines`` whole engines (seeded) for model selection."""
+    if len(engines) <= config.validation_engines:
+        raise ConfigError(f"{len(engines)} engines, need more than validation_engines ({config.validation_engines})")
+    order = np.random.default_rng(config.seed).permutation(len(engines))
+    held = set(order[: config.validation_engines].tolist())
+    return ([e for i, e in enumerate(engines) if i not in held], [e for i, e in enumerate(engines) if i in held])
+
+
+def train_on_engines(engines: list[Engine], config: RulConfig, output_dir: Path,
+                     log: Callable[[str], None] = print) -> tuple[RulTrainResult, RulWindows]:
+    """Split, fit the preprocessing on the training engines only, train; returns (result, validation windows)."""
+    train, valid = split_engines(engines, config)
+    preprocessor = Preprocessor.fit(train, config)
+    log(f"{len(train)} training and {len(valid)} validation engines, {preprocessor.n_features} of 21 sensors kept")
+    valid_windows = truncated_windows(valid, preprocessor, config)
+    result = train_rul(training_set(train, preprocessor, config), valid_windows, config, preprocessor.n_features,
+                       output_dir, preprocessor.state_dict(), log)
+    return result, valid_windows

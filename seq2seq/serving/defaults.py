@@ -2,7 +2,7 @@
 
 ``default_translator()`` trains the translator on the embedded corpus with the default
 configuration and ``default_rul_model()`` the RUL model on seeded synthetic engines, each within a
-wall-clock budget (together under 5 minutes on 2 CPU cores), so the UI works on a fresh clone with
+wall-clock budget (TRANSLATOR_MINUTES, RUL_MINUTES), so the UI works on a fresh clone with
 no manual step; later calls find the cached files and return at once. ``bundled_engines()`` are the
 seeded synthetic engines the UI offers when no C-MAPSS file is uploaded.
 """
@@ -13,12 +13,15 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from seq2seq.rul.cmapss import Engine
+from seq2seq.config import ModelConfig, RulConfig, TokenizerConfig, TrainConfig
+from seq2seq.corpus import EMBEDDED_DATA, read_parallel
+from seq2seq.rul.cmapss import Engine
+from seq2seq.rul.synthetic import synthetic_engines, synthetic_test_set
+from seq2seq.rul.train import train_on_engines
+from seq2seq.train import build_trainer
 
-DEFAULT_DIR = Path(__file__).resolve().parent.parent / "runs" / "default"
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "runs" / "default"
 TRANSLATOR_MINUTES = 3.4  # wall-clock budget for the default translator
 RUL_MINUTES = 0.8  # ... and for the default RUL model
 BUNDLED_ENGINES, BUNDLED_SEED = 20, 7  # synthetic engines cut at random points of their lives
@@ -40,10 +43,6 @@ def default_translator(folder: Path = DEFAULT_DIR) -> Path:
     """``folder/translator.pt``, trained on the embedded corpus with the default configuration if missing."""
     target = folder / "translator.pt"
     if not target.is_file():
-        from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig
-        from seq2seq.corpus import EMBEDDED_DATA, read_parallel
-        from seq2seq.train import build_trainer
-
         _log(f"{target} is missing: training the default translator (at most {TRANSLATOR_MINUTES} minutes)")
         run_dir = folder / "translator-run"
         trainer = build_trainer(read_parallel(EMBEDDED_DATA / "train.tsv"), read_parallel(EMBEDDED_DATA / "dev.tsv"),
@@ -58,10 +57,6 @@ def default_rul_model(folder: Path = DEFAULT_DIR) -> Path:
     """``folder/rul.pt``, trained on 100 seeded synthetic engines within RUL_MINUTES if missing."""
     target = folder / "rul.pt"
     if not target.is_file():
-        from seq2seq.config import RulConfig
-        from seq2seq.rul.cli import train_on_engines
-        from seq2seq.rul.synthetic import synthetic_engines
-
         _log(f"{target} is missing: training the default RUL model (at most {RUL_MINUTES} minutes)")
         config = RulConfig(max_minutes=RUL_MINUTES, device="cpu")
         run_dir = folder / "rul-run"
@@ -72,6 +67,4 @@ def default_rul_model(folder: Path = DEFAULT_DIR) -> Path:
 
 def bundled_engines() -> list[Engine]:
     """BUNDLED_ENGINES seeded synthetic engines, each cut at a random point before its failure."""
-    from seq2seq.rul.synthetic import synthetic_test_set
-
     return synthetic_test_set(BUNDLED_ENGINES, seed=BUNDLED_SEED)[0]

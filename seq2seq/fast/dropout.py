@@ -1,10 +1,9 @@
 """Dropout whose mask is drawn with ``torch.rand`` on a CPU.
 
 Same distribution and scaling as ``nn.Dropout`` (zero with probability p, the rest scaled by
-1 / (1 - p)); only the random draw differs. On a CPU, ``bernoulli_`` (what ``nn.Dropout`` calls)
-took 2.05 ms for 300k elements against 0.57 ms for ``torch.rand`` on the 2-core dev machine
-(torch 2.13): 1.0 ms saved per forward and backward of a (100, 12, 256) activation, ~3% of a bf16
-training step. On CUDA the fused ``nn.Dropout`` kernel is used as is.
+1 / (1 - p)); only the random draw differs: on a CPU ``bernoulli_`` (what ``nn.Dropout`` calls)
+is several times slower than ``torch.rand`` (docs/benchmarks.md). On CUDA the fused
+``nn.Dropout`` kernel is used as is.
 """
 
 from __future__ import annotations

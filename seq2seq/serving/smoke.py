@@ -31,7 +31,7 @@ from gradio_client import Client, handle_file
 
 ALERT = "hpc outlet temperature rising sharply"
 LOG_ALERTS = ["hydraulic pressure drop and leakage", "fan vibration high", "oil temperature rising"]
-TIMEOUT_S = 120.0  # a wait limit for a shared two-core machine, not a speed requirement
+TIMEOUT_S = 120.0  # a wait limit for a loaded machine, not a speed requirement
 
 
 class SmokeFailure(Exception):
@@ -102,7 +102,7 @@ def _translate_file(client: Client, translator: str, folder: Path) -> Step:
 def check_app(url: str, translator: str, engine: int | None) -> list[Step]:
     """The page, then one call per named endpoint; raises SmokeFailure on the first that fails."""
     steps = [_page(url)]
-    # One TLS context for all of the client's connections: it builds a new one (~20 ms) per request otherwise.
+    # One TLS context for all of the client's connections: it builds a new one per request otherwise.
     client, _ = _timed("connect", lambda: Client(url, verbose=False, analytics_enabled=False, download_files=False,
                                                  ssl_verify=ssl.create_default_context()))
     try:

@@ -1,33 +1,8 @@
-"""File mode of ``seq2seq translate``: a whole incident log in, every row back with its recommendation.
+"""The output files of a file job: the translated rows in the output format, the attention lines and the
+heatmap PNGs, appended chunk by chunk (flushed and fsynced), and how much of them a resumed job finds done.
 
-Formats (``FORMATS``), by file extension or ``fmt`` for the input; the output takes the input's
-format unless its own extension names another:
-
-- ``csv``: a header row, standard quoting (fields may hold commas, quotes and line breaks).
-- ``tsv``: a header row, one record per physical line, split on tabs, no quote processing (as
-  ``seq2seq.corpus`` reads it). A tab or line break in a field written to TSV (possible only when
-  the input is CSV or JSONL) is written as a space.
-- ``jsonl``: one JSON object per line; every key is kept and the new keys are added.
-- ``txt``: one alert per line (its column is ``source`` in other output formats). As output: one
-  recommendation per line (``text<TAB>score`` pairs with n-best > 1, as on stdout), an empty line
-  for a failed row, and each row's error on stderr with its input line number.
-
-Every input row is written, in order, with ``recommendation``, ``score`` (``recommendation_2``,
-``score_2``, ... with n-best > 1) and ``error`` added. ``error`` is empty when fine, the truncation
-warning for an alert over the model's limit (translated all the same), or why the row has no
-recommendation: an empty alert, bytes that are not UTF-8, a missing or non-string JSON value. A
-row's problem never stops the job; a problem with the file (missing, no such column, a malformed
-CSV record, a TSV line with the wrong number of fields, a line that is not a JSON object) is a
-one-line ``DataError``. Blank lines are not rows, except in ``txt`` input.
-
-The input is streamed in chunks of ``chunk_rows`` rows; each chunk's rows are written whole, then
-flushed and fsynced, so memory stays bounded and a killed job loses nothing already written.
-``resume=True`` cuts a partial last row left by a kill, skips as many input rows as the output
-holds and appends, so the result is byte for byte that of an uninterrupted run.
-
-A job split across processes (torchrun) gives each a ``part``: a contiguous slice of rows in whole
-chunks, written to ``part_path(output, rank)`` (the header only by rank 0); ``merge_parts`` then
-appends the parts in order, which gives the bytes of a one-process run.
+Every added field follows ``seq2seq.serving.batch``'s module docstring; TSV output splits on tabs as
+``seq2seq.files`` reads it, so a field never holds a tab or a line break (they are written as spaces).
 """
 
 from __future__ import annotations
@@ -38,109 +13,27 @@ import itertools
 import json
 import os
 import re
-import shutil
 import sys
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
-from seq2seq.config import SearchConfig
-from seq2seq.errors import ConfigError, DataError
-from seq2seq.incident_log import FORMATS, Row, count_rows, format_of, open_binary, read_rows
-
-if TYPE_CHECKING:
-    from seq2seq.recommender import Recommendation, Recommender
+from seq2seq.errors import DataError
+from seq2seq.files import open_binary, split_tsv
+from seq2seq.recommender import Recommendation
+from seq2seq.serving.figures import heatmap_figure
+from seq2seq.serving.incident_log import Row
 
 _LINE_BREAKS = re.compile(r"[\t\r\n]")
 
 
-@dataclass(frozen=True)
-class BatchSummary:
-    rows: int  # rows written by this run; the input holds rows + skipped_resume
-    translated: int  # rows of this run given a recommendation
-    errors: int  # rows of this run with a non-empty error (no recommendation, or a truncated alert)
-    skipped_resume: int  # rows already in the output when this run resumed it
-    seconds: float
-
-    def summary(self) -> str:
-        """One line, e.g. "120 rows: 118 translated, 3 with errors, 40 done before (resume); 2.5 s (48 rows/s)"."""
-        resumed = f", {self.skipped_resume} done before (resume)" if self.skipped_resume else ""
-        rate = self.rows / self.seconds if self.seconds > 0 else 0.0
-        return (f"{self.rows} rows: {self.translated} translated, {self.errors} with errors{resumed}; "
-                f"{self.seconds:.1f} s ({rate:.0f} rows/s)")
-
-
-def translate_file(recommender: Recommender, input_path: str | Path, output_path: str | Path,
-                   column: str | None = None, fmt: str | None = None, search: SearchConfig | None = None,
-                   batch_size: int = 64, chunk_rows: int = 1024, resume: bool = False,
-                   attention_out: str | Path | None = None, heatmaps: str | Path | None = None,
-                   progress: Callable[[int, int | None], None] | None = None,
-                   part: slice | None = None, header: bool = True) -> BatchSummary:
-    """Translate ``column`` of every row of ``input_path`` into ``output_path`` (see the module docstring).
-
-    ``attention_out`` gets one JSON line per row, ``{"row", "source_pieces", "target_pieces",
-    "attention"}`` (best candidate; empty lists for a failed row); ``heatmaps`` one PNG per translated
-    row. ``progress(done_rows, total_rows)`` is called after each chunk; the total comes from a line
-    count when the input is seekable, else it is None. ``part`` translates only those rows (0-based,
-    data rows) into a new file, the caller having checked that the job's destinations are new
-    (``check_new_outputs``); ``header=False`` leaves out the header (of all parts but the first).
-    """
-    started = time.monotonic()
-    search = search or SearchConfig()
-    if fmt is not None and fmt not in FORMATS:
-        raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if batch_size < 1 or chunk_rows < 1:
-        raise ConfigError(f"batch_size and chunk_rows must be at least 1, got {batch_size} and {chunk_rows}")
-    if resume and part is not None:
-        raise ConfigError("resume and part exclude each other: a split job is resumed in one process")
-    input_path, output_path = Path(input_path), Path(output_path)
-    in_fmt = fmt or format_of(input_path, "--format")
-    out_fmt = format_of(output_path, None) or in_fmt
-    if output_path.exists() and input_path.exists() and output_path.samefile(input_path):
-        raise DataError(f"{output_path}: is the input file; choose another --output")
-    with open_binary(input_path, "rb") as file:
-        total = count_rows(file, in_fmt) if file.seekable() else None
-        columns, rows = read_rows(file, input_path, in_fmt, column)
-        if part is not None:
-            rows = itertools.islice(rows, part.start, part.stop)
-            total = None if total is None else len(range(total)[part])
-        layout = _Layout(input_path, out_fmt, columns, search.n_best)
-        with _Sinks(output_path, layout, attention_out, heatmaps, resume, part is not None, header) as sinks:
-            skipped = sum(1 for _ in itertools.islice(rows, sinks.done))
-            if skipped < sinks.done:
-                raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only {skipped}; "
-                                "it is not this input's output")
-            done, translated, errors = skipped, 0, 0
-            if progress:
-                progress(done, total)
-            while chunk := list(itertools.islice(rows, chunk_rows)):
-                results = _recommend(recommender, chunk, search, batch_size)
-                sinks.write(chunk, results)
-                done += len(chunk)
-                translated += sum(1 for result in results if result and result.candidates)
-                errors += sum(1 for row, result in zip(chunk, results, strict=True) if _error(row, result))
-                if progress:
-                    progress(done, total)
-    return BatchSummary(done - skipped, translated, errors, skipped, time.monotonic() - started)
-
-
-def _recommend(recommender: Recommender, chunk: list[Row], search: SearchConfig,
-               batch_size: int) -> list[Recommendation | None]:
-    """One result per row, None for a row that cannot be translated."""
-    found = iter(recommender.recommend([row.alert for row in chunk if row.alert is not None], search, batch_size))
-    return [next(found) if row.alert is not None else None for row in chunk]
-
-
-def _error(row: Row, result: Recommendation | None) -> str:
+def row_error(row: Row, result: Recommendation | None) -> str:
+    """The row's ``error`` field: why it has no recommendation, or its truncation warning; "" when fine."""
     return row.error or (result.warning if result and result.warning else "")
 
 
-# Writing
 
-
-class _Layout:
+class Layout:
     """How rows are written in the output format: the header and each row with its added fields."""
 
     def __init__(self, input_path: Path, fmt: str, columns: list[str], n_best: int) -> None:
@@ -169,7 +62,7 @@ class _Layout:
         """recommendation, score, recommendation_2, score_2, ..., error; "" and None where there is none."""
         found = [(candidate.text, round(candidate.score, 4)) for candidate in result.candidates] if result else []
         padded = (found + [("", None)] * self.n_best)[:self.n_best]
-        return [*itertools.chain.from_iterable(padded), _error(row, result)]
+        return [*itertools.chain.from_iterable(padded), row_error(row, result)]
 
     def _fields(self, row: Row, result: Recommendation | None) -> list[str]:
         values = row.values
@@ -191,7 +84,7 @@ class _Layout:
         return {**record, **dict(zip(self.added, self._added(row, result), strict=True))}
 
     def _txt_line(self, row: Row, result: Recommendation | None) -> str:
-        error = _error(row, result)
+        error = row_error(row, result)
         if error:
             print(f"warning: {self.input_path}: line {row.line}: {error}", file=sys.stderr)
         candidates = result.candidates if result else []
@@ -216,7 +109,7 @@ def _one_line(text: str) -> str:
     return _LINE_BREAKS.sub(" ", text)
 
 
-class _Sinks:
+class Sinks:
     """The output file, the attention file and the heatmap folder of one job, appended to chunk by chunk.
 
     On opening, each holds ``done`` complete rows: none for a new job; for a resumed one, the rows
@@ -224,7 +117,7 @@ class _Sinks:
     ``checked``: the caller has made sure they are new (a split job); ``with_header=False``: no header.
     """
 
-    def __init__(self, output: Path, layout: _Layout, attention: str | Path | None, heatmaps: str | Path | None,
+    def __init__(self, output: Path, layout: Layout, attention: str | Path | None, heatmaps: str | Path | None,
                  resume: bool, checked: bool = False, with_header: bool = True) -> None:
         self.layout = layout
         self.heatmaps = Path(heatmaps) if heatmaps is not None else None
@@ -257,7 +150,7 @@ class _Sinks:
                                             for row, result in zip(rows, results, strict=True)))
         _append(self.output, text)
 
-    def __enter__(self) -> _Sinks:
+    def __enter__(self) -> Sinks:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -273,24 +166,6 @@ def check_new_outputs(output: Path, attention: Path | None, heatmaps: Path | Non
             raise DataError(f"{path}: already exists; use --resume to continue it, or another {option}")
     if heatmaps and heatmaps.is_dir() and next(heatmaps.glob("row_*.png"), None):
         raise DataError(f"{heatmaps}: already holds heatmaps; use --resume, or another --heatmaps")
-
-
-def part_path(path: Path, index: int) -> Path:
-    """Where process ``index`` of a split job writes its part of ``path``: process 0 writes ``path`` itself."""
-    return path if index == 0 else path.with_name(f".{path.stem}.part{index}{path.suffix}")
-
-
-def merge_parts(path: Path, count: int) -> None:
-    """Append parts 1 .. count - 1 of ``path`` to it, in order (fsynced), then delete them."""
-    parts = [part_path(path, index) for index in range(1, count)]
-    with open_binary(path, "ab") as merged:
-        for part in parts:
-            with open_binary(part, "rb") as file:
-                shutil.copyfileobj(file, merged)
-        merged.flush()
-        os.fsync(merged.fileno())
-    for part in parts:
-        part.unlink()
 
 
 def _append_at(path: Path, end: int) -> BinaryIO:
@@ -347,7 +222,7 @@ def _record_ends(file: BinaryIO, quoted: bool) -> Iterator[tuple[list[str], int]
 
     lines = complete_lines()
     if not quoted:
-        yield from ((line.removesuffix("\n").split("\t"), end) for line in lines)
+        yield from ((split_tsv(line), end) for line in lines)
         return
     reader = csv.reader(lines, strict=True)
     try:
@@ -369,8 +244,6 @@ def _attention_line(row: Row, result: Recommendation | None) -> str:
 
 def _save_heatmap(path: Path, result: Recommendation) -> None:
     """The best candidate's heatmap, written under a temporary name and renamed, so a PNG is never partial."""
-    from seq2seq.heatmap import heatmap_figure
-
     partial = path.with_name(path.name + ".partial")
     heatmap_figure(result.source_pieces, result.candidates[0]).savefig(partial, format="png")
     os.replace(partial, path)

@@ -3,7 +3,7 @@
     fp32   every operation in float32 (the reference; the default on a CPU)
     bf16   matrix products in bfloat16 under ``torch.autocast``, weights, softmaxes and the loss in
            float32; on a CPU only where it has native bf16 (AVX512-BF16 or AMX), which runs them
-           about 4x faster (983 vs 232 GFLOP/s for a 1200x256x1800 product on the 2-core dev machine)
+           several times faster than float32 (docs/benchmarks.md); emulated bf16 would be slower
     fp16   float16 autocast with loss scaling; CUDA only (the default there)
     auto   fp16 on CUDA, fp32 on a CPU
 
@@ -39,7 +39,7 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
         raise ConfigError("precision fp16 needs a CUDA device (CPUs have no fast float16 products); "
                           "use bf16 or fp32")
     if precision == "bf16" and device.type == "cpu":
-        # Each new product shape compiles a oneDNN kernel (~0.3 ms); batches shrink as sentences
+        # Each new product shape compiles a oneDNN kernel; batches shrink as sentences
         # end, so a run sees thousands of shapes: keep them all (the default cache holds 1,024).
         # oneDNN reads this once, when first used: here, unless something ran in oneDNN before.
         os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16384")

@@ -1,4 +1,5 @@
-"""Tiny translators trained through ``seq2seq.cli.main`` once per test session.
+"""What the tests share besides fixtures: thirty tiny alert/recommendation pairs, the scripts as
+modules, and tiny translators trained through ``seq2seq.cli.main`` once per test session.
 
 Training dominates the cost of the CLI, recommender and comparison tests, so each attention type
 is trained at most once per session (under pytest's session temporary folder) and shared; a test
@@ -9,6 +10,7 @@ would: stdin from bytes, stdout and stderr captured, argparse's exit turned into
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import sys
@@ -16,9 +18,55 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from conftest import TINY_PAIRS
 
 from seq2seq.cli import main
+from seq2seq.config import TokenizerConfig
+
+TINY_PAIRS = (
+    ("pump vibration high", "inspect pump bearings"),
+    ("pump pressure low", "check pump inlet for blockage"),
+    ("pump temperature high", "check pump cooling and lubrication"),
+    ("pump flow low", "inspect pump impeller"),
+    ("motor temperature high", "check motor cooling fan"),
+    ("motor current high", "inspect motor windings"),
+    ("motor vibration high", "check motor alignment and mounting bolts"),
+    ("motor speed low", "inspect motor drive belt"),
+    ("fan vibration high", "balance fan blades"),
+    ("fan speed low", "replace fan belt"),
+    ("fan noise high", "lubricate fan bearings"),
+    ("valve leak detected", "replace valve seal"),
+    ("valve stuck open", "inspect valve actuator"),
+    ("valve stuck closed", "clean valve seat"),
+    ("valve pressure high", "check valve setting"),
+    ("compressor pressure high", "check compressor discharge valve"),
+    ("compressor temperature high", "clean compressor cooler"),
+    ("compressor oil low", "top up compressor oil"),
+    ("compressor vibration high", "inspect compressor mounts"),
+    ("bearing temperature high", "lubricate bearing"),
+    ("bearing noise high", "replace bearing"),
+    ("filter pressure high", "replace filter"),
+    ("filter clogged", "clean filter element"),
+    ("belt slipping", "tighten belt"),
+    ("belt worn", "replace belt"),
+    ("oil level low", "top up oil"),
+    ("oil pressure low", "check oil pump"),
+    ("coolant level low", "top up coolant"),
+    ("coolant temperature high", "check coolant pump and radiator"),
+    ("gearbox noise high", "inspect gearbox teeth"),
+)
+
+TINY_CONFIG = TokenizerConfig(vocab_size=60)
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def load_script(name: str):
+    """``scripts/NAME.py`` imported as module NAME (the scripts folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
 
 MAX_SOURCE_LENGTH = 10  # pieces; small, so that an over-long alert is easy to write
 EPOCHS = 3

@@ -4,16 +4,13 @@ Every ``nn.Linear`` and ``nn.GRU`` gets int8 weights, one scale per output row (
 quantises its activations per batch on the fly (``torch.ao.quantization.quantize_dynamic``,
 fbgemm/x86 kernels). Embeddings, the attention softmax and the search stay in float32.
 
-Per-channel weight scales rather than one per tensor: on the four MaintNet benchmark models
-(2,616 MaintNet alerts, batch 64, 2026-11-22) the int8 model gave float32's translation for
-97.9% of them against 97.4% (greedy and beam 5 together; 7 of 8 model x beam pairs closer),
-and Bahdanau's beam-5 dev BLEU moved by 0.02-0.24 instead of 0.33-0.57, for 2-4% of the int8
-speed. Speed and BLEU against float32: README, "Speed".
+Per-channel weight scales rather than one per tensor: the int8 model gives float32's translation
+more often and moves beam-search BLEU less, for a little speed (docs/benchmarks.md, with the
+speed and BLEU of int8 against float32).
 
 ``torch.ao.quantization`` is deprecated in favour of torchao, but torchao's int8 dynamic
-quantisation runs slower than float32 on CPU in eager mode (measured: a 256 x 2,000 linear layer
-at batch 64 took 1.27 ms with torchao 0.18, 0.38 ms in float32 and 0.07 ms with
-``quantize_dynamic``), so the eager API stays while torch ships it.
+quantisation runs slower than float32 on a CPU in eager mode (docs/benchmarks.md), so the eager
+API stays while torch ships it.
 """
 
 from __future__ import annotations

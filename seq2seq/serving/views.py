@@ -13,25 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from seq2seq.config import SearchConfig
-from seq2seq.pipeline import EngineReport
-from seq2seq.recommender import Candidate, Recommendation
-from seq2seq.search import length_penalty
+from seq2seq.recommender import Recommendation
+from seq2seq.rul.monitor import EngineReport
 
 CONFIDENCE_NOTE = ("score = log P(recommendation | alert), divided by GNMT's length penalty under beam search; "
                    "confidence = per-piece probability exp(log P / pieces), the geometric mean of the probabilities "
                    "of the output pieces; share = the candidate's part of the n-best list's probability mass")
 
 
-def log_probability(candidate: Candidate, search: SearchConfig) -> float:
-    """log P(y|x): beam search divides it by GNMT's length penalty, greedy search does not."""
-    if search.beam_size == 1:
-        return candidate.score
-    return candidate.score * length_penalty(len(candidate.target_pieces), search.length_penalty)
-
-
-def recommendation_json(recommendation: Recommendation, search: SearchConfig) -> dict[str, Any]:
-    log_probs = [log_probability(c, search) for c in recommendation.candidates]
+def recommendation_json(recommendation: Recommendation) -> dict[str, Any]:
+    log_probs = [c.log_prob for c in recommendation.candidates]
     top = max(log_probs, default=0.0)
     mass = sum(math.exp(lp - top) for lp in log_probs)
     return {
@@ -45,7 +36,7 @@ def recommendation_json(recommendation: Recommendation, search: SearchConfig) ->
     }
 
 
-def engine_json(report: EngineReport, source: str, search: SearchConfig) -> dict[str, Any]:
+def engine_json(report: EngineReport, source: str) -> dict[str, Any]:
     return {
         "source": source, "unit": report.unit, "rul": report.rul, "health": report.health,
         "health_probabilities": report.health_probabilities, "window_cycles": report.window_cycles,
@@ -53,7 +44,7 @@ def engine_json(report: EngineReport, source: str, search: SearchConfig) -> dict
         "alerts": [{"line": alert.line(report.health), "phrase": alert.phrase, "symbol": alert.symbol,
                     "direction": alert.direction, "strength": alert.strength, "deviation": alert.deviation,
                     "cycle": alert.cycle} for alert in report.alerts],
-        "recommendations": [recommendation_json(r, search) for r in report.recommendations],
+        "recommendations": [recommendation_json(r) for r in report.recommendations],
     }
 
 

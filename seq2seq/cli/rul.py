@@ -8,10 +8,15 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from seq2seq.config import RulConfig, from_dict, load_config_file
+from seq2seq.config import RulConfig, SearchConfig, from_dict, load_config_file
 from seq2seq.errors import ConfigError
+from seq2seq.recommender import Recommender
+from seq2seq.rul.cmapss import read_cmapss, read_rul
+from seq2seq.rul.evaluate import evaluate_windows
+from seq2seq.rul.monitor import EngineMonitor
+from seq2seq.rul.preprocess import last_windows
+from seq2seq.rul.synthetic import synthetic_engines
+from seq2seq.rul.train import train_on_engines
 
 
 def add_rul_parser(commands: argparse._SubParsersAction) -> None:
@@ -51,33 +56,7 @@ def run_rul(args: argparse.Namespace) -> int:
     return {"train": run_train, "evaluate": run_evaluate, "alerts": run_alerts}[args.rul_command](args)
 
 
-def split_engines(engines: list, config: RulConfig) -> tuple[list, list]:
-    """Hold out ``config.validation_engines`` whole engines (seeded) for model selection."""
-    if len(engines) <= config.validation_engines:
-        raise ConfigError(f"{len(engines)} engines, need more than validation_engines ({config.validation_engines})")
-    order = np.random.default_rng(config.seed).permutation(len(engines))
-    held = set(order[: config.validation_engines].tolist())
-    return ([e for i, e in enumerate(engines) if i not in held], [e for i, e in enumerate(engines) if i in held])
-
-
-def train_on_engines(engines: list, config: RulConfig, output_dir: Path, log=print):
-    """Split, fit the preprocessing on the training engines only, train; returns (result, validation windows)."""
-    from seq2seq.rul.preprocess import Preprocessor, training_set, truncated_windows
-    from seq2seq.rul.train import train_rul
-
-    train, valid = split_engines(engines, config)
-    preprocessor = Preprocessor.fit(train, config)
-    log(f"{len(train)} training and {len(valid)} validation engines, {preprocessor.n_features} of 21 sensors kept")
-    valid_windows = truncated_windows(valid, preprocessor, config)
-    result = train_rul(training_set(train, preprocessor, config), valid_windows, config, preprocessor.n_features,
-                       output_dir, preprocessor.state_dict(), log)
-    return result, valid_windows
-
-
 def run_train(args: argparse.Namespace) -> int:
-    from seq2seq.rul.cmapss import read_cmapss
-    from seq2seq.rul.synthetic import synthetic_engines
-
     config = rul_config(args)
     engines = read_cmapss(args.data) if args.data else synthetic_engines(100, seed=config.seed)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
@@ -88,11 +67,6 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from seq2seq.pipeline import EngineMonitor
-    from seq2seq.rul.cmapss import read_cmapss, read_rul
-    from seq2seq.rul.evaluate import evaluate_windows
-    from seq2seq.rul.preprocess import last_windows
-
     monitor = EngineMonitor.from_checkpoint(args.model)
     engines = read_cmapss(args.test)
     true_rul = read_rul(args.rul, len(engines))
@@ -106,11 +80,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_alerts(args: argparse.Namespace) -> int:
-    from seq2seq.config import SearchConfig
-    from seq2seq.pipeline import EngineMonitor
-    from seq2seq.recommender import Recommender
-    from seq2seq.rul.cmapss import read_cmapss
-
     monitor = EngineMonitor.from_checkpoint(args.model)
     engines = read_cmapss(args.data)
     if args.engine is not None:

@@ -1,7 +1,7 @@
 """Reading the rows of an incident log (CSV, TSV, JSONL or TXT) for the batch job, as a stream.
 
 Bytes are decoded per line, so a row with bytes that are not UTF-8 becomes a row with an error
-rather than a failed job; see ``seq2seq.batch`` for the formats and what happens to each row.
+rather than a failed job; see ``seq2seq.serving.batch`` for the formats and what happens to each row.
 """
 
 from __future__ import annotations
@@ -15,8 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from seq2seq.corpus import csv_records, json_objects, json_type
-from seq2seq.errors import ConfigError, DataError, file_error
+from seq2seq.errors import ConfigError, DataError
+from seq2seq.files import (
+    choose_column,
+    csv_records,
+    field_count_error,
+    json_objects,
+    split_tsv,
+    string_value,
+    tsv_records,
+    utf8_fault,
+)
 
 FORMATS = ("csv", "tsv", "jsonl", "txt")
 ALERT_COLUMNS = ("source", "problem")  # the default alert column, in order of preference
@@ -40,13 +49,6 @@ def format_of(path: Path, option: str | None) -> str | None:
     raise DataError(f"{path}: unknown format: expected .csv, .tsv, .jsonl or .txt (or {option})")
 
 
-def open_binary(path: Path, mode: str) -> BinaryIO:
-    try:
-        return path.open(mode)
-    except OSError as err:
-        raise file_error(path, err) from None
-
-
 # Reading: physical lines are read as bytes and decoded one by one, so a bad byte spoils one row only.
 
 
@@ -62,30 +64,29 @@ def count_rows(file: BinaryIO, fmt: str) -> int:
     return max(0, count - (fmt in ("csv", "tsv")))
 
 
-def _lines(file: BinaryIO, bad: dict[int, tuple[int, int]]) -> Iterator[str]:
-    """Lines with their endings; a line that is not UTF-8 gets U+FFFD and ``bad[line] = (byte, column)``."""
+def _lines(file: BinaryIO, bad: dict[int, str]) -> Iterator[str]:
+    """Lines with their endings; a line that is not UTF-8 gets U+FFFD and ``bad[line]`` says what is wrong."""
     for number, raw in enumerate(file, 1):
         raw = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            bad[number] = (raw[err.start], len(raw[:err.start].decode("utf-8", "replace")) + 1)
+            bad[number] = utf8_fault(raw, err)
             yield raw.decode("utf-8", "replace")
 
 
-def _bad_bytes(bad: dict[int, tuple[int, int]], start: int, end: int) -> str:
+def _bad_bytes(bad: dict[int, str], start: int, end: int) -> str:
     """Why the record on lines start..end cannot be translated, if a line of it is not UTF-8 (forgets them)."""
     found = [(line, bad.pop(line)) for line in range(start, end + 1) if line in bad]
     if not found:
         return ""
-    line, (byte, column) = found[0]
-    where = f"column {column}" + (f" of line {line}" if line != start else "")
-    return f"not valid UTF-8 (byte 0x{byte:02x} at {where})"
+    line, fault = found[0]
+    return fault if line == start else f"{fault.removesuffix(')')} of line {line})"
 
 
 def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple[list[str], Iterator[Row]]:
     """The input's columns (a JSONL file: its first object's keys) and its rows, read lazily."""
-    bad: dict[int, tuple[int, int]] = {}
+    bad: dict[int, str] = {}
     lines = _lines(file, bad)
     if fmt == "txt":
         if column is not None:
@@ -93,84 +94,60 @@ def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple
         return ["source"], _txt_rows(lines, bad)
     if fmt == "jsonl":
         return _read_jsonl(path, lines, bad, column)
-    records = csv_records(path, lines) if fmt == "csv" else _tsv_records(lines)
+    records = csv_records(path, lines) if fmt == "csv" else tsv_records(path, lines)
     first = next(records, None)
     if first is None:
         raise DataError(f"{path}: empty file (expected a header row naming the columns)")
     header = first[2]
     _bad_bytes(bad, first[0], first[1])
-    index = header.index(_choose(header, column, str(path), "column"))
-    kind = "comma-separated" if fmt == "csv" else "tab-separated"
+    index = header.index(choose_column(header, column, ALERT_COLUMNS, str(path), "column"))
 
     def rows() -> Iterator[Row]:
         for number, (start, end, fields) in enumerate(records, 1):
             if len(fields) != len(header):
-                raise DataError(f"{path}: line {start}: expected {len(header)} {kind} fields, found {len(fields)}")
+                raise field_count_error(path, start, len(header), len(fields), fmt == "tsv")
             error = _bad_bytes(bad, start, end)
             yield Row(number, start, fields, None if error else fields[index], error)
 
     return header, rows()
 
 
-def _txt_rows(lines: Iterator[str], bad: dict[int, tuple[int, int]]) -> Iterator[Row]:
+def _txt_rows(lines: Iterator[str], bad: dict[int, str]) -> Iterator[Row]:
     for number, line in enumerate(lines, 1):
         text, error = line.rstrip("\r\n"), _bad_bytes(bad, number, number)
         yield Row(number, number, [text], None if error else text, error)
 
 
-def _tsv_records(lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
-    for number, line in enumerate(lines, 1):
-        line = line.removesuffix("\n").removesuffix("\r")
-        if "\t" in line or line.strip():
-            yield number, number, line.split("\t")
-
-
-def _read_jsonl(path: Path, lines: Iterator[str], bad: dict[int, tuple[int, int]],
+def _read_jsonl(path: Path, lines: Iterator[str], bad: dict[int, str],
                 key: str | None) -> tuple[list[str], Iterator[Row]]:
     objects = json_objects(path, lines)
     first = next(objects, None)
     if first is None:
         return [], iter(())
     keys = list(first[1])
-    chosen = _choose(keys, key, f"{path}: line {first[0]}", "key")
+    chosen = choose_column(keys, key, ALERT_COLUMNS, f"{path}: line {first[0]}", "key")
 
     def rows() -> Iterator[Row]:
         for number, (line, record) in enumerate(itertools.chain([first], objects), 1):
-            value = record.get(chosen)
-            error = _bad_bytes(bad, line, line)
-            if not error and chosen not in record:
-                error = f"no key {chosen!r}"
-            elif not error and value is not None and not isinstance(value, str):
-                error = f"{chosen!r} must be a string, found {json_type(value)}"
-            yield Row(number, line, record, None if error else value or "", error)
+            value, problem = string_value(record, chosen)
+            error = _bad_bytes(bad, line, line) or problem
+            yield Row(number, line, record, None if error else value, error)
 
     return keys, rows()
 
 
-def _choose(found: list[str], wanted: str | None, where: str, what: str) -> str:
-    """``wanted``, else source, else problem, else the only one; exact names first, then ignoring case."""
-    names = (wanted,) if wanted is not None else ALERT_COLUMNS
-    for same in (str.__eq__, lambda a, b: a.casefold() == b.casefold()):
-        for name in names:
-            for candidate in found:
-                if same(candidate.strip(), name):
-                    return candidate
-    if wanted is None and len(found) == 1:
-        return found[0]
-    raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {', '.join(found)})")
-
-
 def read_columns(path: Path) -> list[str]:
     """The header of a CSV/TSV file or the keys of a JSONL file's first object, to choose from; [] if unreadable."""
-    suffix = path.suffix.lower()
+    fmt = format_of(path, None)
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            if suffix == ".jsonl":
+            if fmt == "jsonl":
                 first = next((line for line in handle if line.strip()), "{}")
                 return [str(key) for key in json.loads(first)]
-            if suffix in (".csv", ".tsv"):
-                return next(csv.reader(handle, delimiter="\t" if suffix == ".tsv" else ",",
-                                       quoting=csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL), [])
+            if fmt == "tsv":
+                return split_tsv(next(handle, ""))
+            if fmt == "csv":
+                return next(csv.reader(handle), [])
     except (OSError, UnicodeDecodeError, ValueError, csv.Error, AttributeError):
         pass
     return []

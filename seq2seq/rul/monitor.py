@@ -3,9 +3,9 @@
 ``EngineMonitor.from_checkpoint(rul.pt).analyse(engine, recommender)`` takes one engine's sensor
 history and returns its remaining useful life, health state, the temporal attention over its last
 window, the alerts that attention points at (catalog phrases) and, with a translator, one
-recommendation per alert with its own alignment matrix. Figures are matplotlib ``Figure`` objects.
+recommendation per alert with its own alignment matrix (pictures of it: ``seq2seq.serving.figures``).
 
-Shapes: L cycles of history, W window cycles, F kept sensors.
+Shapes (legend: seq2seq/__init__.py): L cycles of history, W window cycles, F kept sensors.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
 
 from seq2seq.config import RulConfig, SearchConfig
 from seq2seq.recommender import Recommendation, Recommender
@@ -81,41 +80,3 @@ class EngineMonitor:
             deviations=deviations,
             window_values={s: values[L - n:, i].tolist() for i, s in enumerate(symbols)},
             alerts=alerts, recommendations=recommendations)
-
-
-def attention_figure(report: EngineReport) -> Figure:
-    """Top: predicted RUL over the history with the window shaded. Bottom: temporal attention over the
-    last window, with the alerting sensors' normalised trends on a second axis."""
-    figure = Figure(figsize=(8, 6), layout="constrained")
-    trend_axes, window_axes = figure.subplots(2, 1)
-    cycles, ruls = zip(*report.rul_trend, strict=True)
-    trend_axes.plot(cycles, ruls, color="tab:blue", label="predicted RUL")
-    trend_axes.axvspan(report.window_cycles[0], report.window_cycles[-1], color="tab:orange", alpha=0.15,
-                       label="last window")
-    trend_axes.set(xlabel="cycle", ylabel="RUL (cycles)",
-                   title=f"engine {report.unit}: RUL {report.rul:.0f} cycles, {report.health}")
-    trend_axes.legend(loc="upper right", fontsize=8)
-    window_axes.bar(report.window_cycles, report.attention, color="tab:orange", alpha=0.6, label="attention")
-    window_axes.set(xlabel="cycle", ylabel="attention weight")
-    sensor_axes = window_axes.twinx()
-    for alert in report.alerts:
-        sensor_axes.plot(report.window_cycles, report.window_values[alert.symbol], label=alert.symbol)
-    sensor_axes.set_ylabel("normalised sensor value")
-    if report.alerts:
-        sensor_axes.legend(loc="upper left", fontsize=8)
-    return figure
-
-
-def deviation_figure(report: EngineReport) -> Figure:
-    """Attention-weighted deviation of every kept sensor from the engine's early cycles; alerts in red."""
-    figure = Figure(figsize=(7, 4.5), layout="constrained")
-    axes = figure.add_subplot()
-    symbols = list(report.deviations)
-    alerting = {alert.symbol for alert in report.alerts}
-    colours = ["tab:red" if s in alerting else "tab:gray" for s in symbols]
-    axes.barh(symbols, [report.deviations[s] for s in symbols], color=colours)
-    axes.axvline(0.0, color="black", linewidth=0.8)
-    axes.invert_yaxis()
-    axes.set(xlabel="weighted deviation (training standard deviations)",
-             title=f"engine {report.unit}: what the alerts came from")
-    return figure

@@ -5,16 +5,19 @@ the first GRU layer's input gates W_ih [emb(y); x] + b_ih, and for Bahdanau the 
 W_o [s; c; emb(y)] + b_o. That share, W emb(y) + b, is one fixed row per vocabulary entry, so
 ``fold_embeddings`` computes it once per model (tables V x 3H, and V x H for the deep output) and a
 step looks rows up instead of multiplying. The first encoder layer's input gates W_ih emb(x) + b_ih
-are looked up the same way per source token (``FoldedEncoder``). With both, the benchmark models
-do 28-29% fewer matrix-product FLOPs per sentence greedy and 18-19% with beam 5
-(``torch.utils.flop_counter``; README, "Speed"). The GRU steps are written out (torch.nn.GRU's
-equations) so that they can start from those input gates. Same functions as ``Decoder.step`` and
-``Encoder.forward`` up to float rounding (tests/test_folding.py). For decoding only: the tables are
-frozen at the weights of the moment and dropout is off, so wherever gradients are recorded the
-original modules run instead.
+are looked up the same way per source token (``FoldedEncoder``). The FLOPs this saves are in
+docs/benchmarks.md.
 
-Shapes: B batch, S source length, E embedding, H decoder hidden, M memory, V target vocabulary,
-X the first layer's non-token input (context M for Bahdanau, h~ H for Luong input feeding, none).
+``FoldedDecoder`` is a *token path* of the decoder (``seq2seq.decoder.TokenPath``): the decoder's
+own ``step_output`` runs with it, so the step order of each attention family stays written once.
+The GRU cells are written out (torch.nn.GRU's equations) so that they can start from looked-up
+input gates. Same functions as ``Decoder.step`` and ``Encoder.forward`` up to float rounding
+(tests/test_folding.py). For decoding only: the tables are frozen at the weights of the moment and
+dropout is off, so wherever gradients are recorded the original modules run instead.
+
+Shapes (legend: seq2seq/__init__.py): B batch, S source length, E embedding, H decoder hidden,
+R encoder hidden per direction, M memory, V target vocabulary, D layers, X the first layer's
+non-token input.
 """
 
 from __future__ import annotations
@@ -24,10 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from seq2seq.activations import tanh
-from seq2seq.decoder import BahdanauDecoder, Decoder, DecoderState, Encoded, LuongDecoder
-from seq2seq.encoder import Encoder
-from seq2seq.model import Seq2Seq
+from seq2seq.fast.activations import tanh
 
 
 def gru_cell(input_gates: Tensor, hidden: Tensor, weight_hh_t: Tensor, bias_hh: Tensor) -> Tensor:
@@ -47,12 +47,11 @@ def register_table(module: nn.Module, name: str, tensor: Tensor) -> None:
 
 
 class FoldedDecoder(nn.Module):
-    """A trained decoder whose ``step`` looks up the token share of its products (see module)."""
+    """A trained decoder whose token path looks up the token's share of its products (see module)."""
 
-    def __init__(self, decoder: Decoder) -> None:
+    def __init__(self, decoder: nn.Module) -> None:
         super().__init__()
         self.decoder = decoder
-        self.bahdanau = isinstance(decoder, BahdanauDecoder)
         rnn, embed = decoder.rnn, decoder.embed.weight  # (V, E)
         E = embed.size(1)
         with torch.no_grad():
@@ -61,7 +60,7 @@ class FoldedDecoder(nn.Module):
             register_table(self, "feed_weight", w_ih[:, E:].t())  # (X, 3H)
             for layer in range(rnn.num_layers):
                 register_table(self, f"weight_hh_t{layer}", getattr(rnn, f"weight_hh_l{layer}").t())  # (H, 3H)
-            if self.bahdanau:  # deep output W_o [s; c; emb(y)] + b_o
+            if decoder.token_in_readout:  # deep output W_o [s; c; emb(y)] + b_o
                 w_o = decoder.readout.weight  # (H, H + M + E)
                 register_table(self, "token_readout", F.linear(embed, w_o[:, -E:], decoder.readout.bias))  # (V, H)
                 register_table(self, "state_readout", w_o[:, :-E].t())  # (H + M, H)
@@ -70,18 +69,18 @@ class FoldedDecoder(nn.Module):
     def attention(self) -> nn.Module:
         return self.decoder.attention
 
-    def initial_state(self, hidden: Tensor) -> DecoderState:
+    def initial_state(self, hidden: Tensor):
         return self.decoder.initial_state(hidden)
 
     def logits(self, output: Tensor) -> Tensor:
         return self.decoder.logits(output)
 
-    def forward(self, *args: Tensor | DecoderState | Encoded | None) -> tuple[Tensor, Tensor]:
+    def forward(self, *args):
         """Teacher-forced decoding is the decoder's own (training)."""
         return self.decoder(*args)
 
-    def rnn_step(self, prev: Tensor, feed: Tensor | None, hidden: Tensor) -> Tensor:
-        """The GRU stack: token ids (B,), first-layer extra input (B, X) or None, states (N, B, H) -> (N, B, H)."""
+    def rnn_step(self, prev: Tensor, feed: Tensor | None, hidden: Tensor) -> tuple[Tensor, Tensor]:
+        """The token path on ids: prev (B,), feed (B, X) or None, states (D, B, H) -> top (B, H), states (D, B, H)."""
         rnn = self.decoder.rnn
         gates = self.token_gates.index_select(0, prev)  # (B, 3H)
         if feed is not None:
@@ -92,28 +91,21 @@ class FoldedDecoder(nn.Module):
                 gates = F.linear(states[-1], getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"bias_ih_l{layer}"))
             states.append(gru_cell(gates, hidden[layer], getattr(self, f"weight_hh_t{layer}"),
                                    getattr(rnn, f"bias_hh_l{layer}")))
-        return torch.stack(states)
+        hidden = torch.stack(states)  # (D, B, H)
+        return hidden[-1], hidden
 
-    def step(self, prev: Tensor, state: DecoderState, encoded: Encoded) -> tuple[Tensor, DecoderState, Tensor]:
+    def deep_output(self, prev: Tensor, top: Tensor, context: Tensor) -> Tensor:
+        """Bahdanau's deep output with the token's share looked up: prev (B,) -> (B, H)."""
+        state = torch.cat([top, context], dim=-1)  # (B, H + M)
+        return tanh(torch.addmm(self.token_readout.index_select(0, prev), state, self.state_readout))
+
+    def step(self, prev: Tensor, state, encoded) -> tuple[Tensor, object, Tensor]:
         """As ``Decoder.step``: prev (B,) ids -> logits (B, V), next state, weights (B, S)."""
         decoder = self.decoder
         if torch.is_grad_enabled():
             return decoder.step(prev, state, encoded)
-        if self.bahdanau:
-            context, weights = decoder.attention(state.hidden[-1].unsqueeze(1), encoded.keys, encoded.memory,
-                                                 encoded.mask)
-            context = context.squeeze(1)  # (B, M)
-            hidden = self.rnn_step(prev, context, state.hidden)
-            readout = torch.addmm(self.token_readout.index_select(0, prev), torch.cat([hidden[-1], context], dim=-1),
-                                  self.state_readout)  # (B, H)
-            return decoder.logits(tanh(readout)), DecoderState(hidden, None), weights.squeeze(1)
-        assert isinstance(decoder, LuongDecoder)
-        hidden = self.rnn_step(prev, state.attentional, state.hidden)
-        output = hidden[-1]  # (B, H)
-        context, weights = decoder.attention(output.unsqueeze(1), encoded.keys, encoded.memory, encoded.mask)
-        attentional = decoder.attentional(context.squeeze(1), output)  # (B, H)
-        feed = attentional if decoder.input_feeding else None
-        return decoder.logits(attentional), DecoderState(hidden, feed), weights.squeeze(1)
+        output, state, weights = decoder.step_output(prev, state, encoded, self)
+        return decoder.logits(output), state, weights
 
 
 class FoldedEncoder(nn.Module):
@@ -124,19 +116,19 @@ class FoldedEncoder(nn.Module):
     never computed and each sentence's result does not depend on the batch around it.
     """
 
-    def __init__(self, encoder: Encoder) -> None:
+    def __init__(self, encoder: nn.Module) -> None:
         super().__init__()
         self.encoder = encoder
         rnn = encoder.rnn
         with torch.no_grad():
-            for direction in ("", "_reverse"):  # one table (V, 3He) per direction
+            for direction in ("", "_reverse"):  # one table (V, 3R) per direction
                 weight, bias = getattr(rnn, f"weight_ih_l0{direction}"), getattr(rnn, f"bias_ih_l0{direction}")
                 register_table(self, f"token_gates{direction}", F.linear(encoder.embed.weight, weight, bias))
 
     def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """As ``Encoder.forward``: src (B, S), lengths (B,) -> memory (B, S, M) zero at padding, final (N, B, M)."""
+        """As ``Encoder.forward``: src (B, S), lengths (B,) -> memory (B, S, M) zero at padding, final (D, B, M)."""
         if torch.is_grad_enabled() or src.size(0) == 1:  # one sentence: the written-out loop's Python
-            return self.encoder(src, lengths)  # overhead outweighs the saved products (+0.2 ms measured)
+            return self.encoder(src, lengths)  # overhead outweighs the saved products
         rnn, (B, S) = self.encoder.rnn, src.shape
         packed = pack_padded_sequence(src, lengths.cpu(), batch_first=True, enforce_sorted=False)
         batch_sizes = packed.batch_sizes.tolist()  # sentences running at each step, longest first
@@ -147,7 +139,7 @@ class FoldedEncoder(nn.Module):
             outputs = []
             for direction, steps in (("", range(T)), ("_reverse", reversed(range(T)))):
                 if layer == 0:
-                    gates = getattr(self, f"token_gates{direction}")[src]  # (B, S, 3He)
+                    gates = getattr(self, f"token_gates{direction}")[src]  # (B, S, 3R)
                 else:  # inter-layer dropout is off at inference
                     gates = F.linear(layer_input, getattr(rnn, f"weight_ih_l{layer}{direction}"),
                                      getattr(rnn, f"bias_ih_l{layer}{direction}"))
@@ -163,16 +155,17 @@ class FoldedEncoder(nn.Module):
                 finals.append(hidden)
             layer_input = torch.cat(outputs, dim=-1)  # (B, S, M)
         restore = packed.unsorted_indices
-        final = torch.stack(finals).view(rnn.num_layers, 2, B, rnn.hidden_size).transpose(1, 2)  # (N, B, 2, He)
+        final = torch.stack(finals).view(rnn.num_layers, 2, B, rnn.hidden_size).transpose(1, 2)  # (D, B, 2, R)
         return layer_input.index_select(0, restore), final.reshape(rnn.num_layers, B, -1).index_select(1, restore)
 
 
-def fold_embeddings(model: Seq2Seq) -> Seq2Seq:
-    """A model for decoding that shares ``model``'s modules, with its encoder and decoder step folded
-    (see module). Models whose GRUs are not float ``torch.nn.GRU`` (int8, seq2seq/quantize.py) are
-    returned as they are.
+def fold_embeddings(model: nn.Module) -> nn.Module:
+    """A model for decoding, of ``model``'s own class, that shares its modules, with the encoder and the
+    decoder's token path folded (see module). Models whose GRUs are not float ``torch.nn.GRU``
+    (int8, seq2seq/fast/quantize.py) are returned as they are.
     """
     rnns = (model.encoder.rnn, model.decoder.rnn)
     if any(type(rnn) is not nn.GRU or not rnn.weight_ih_l0.is_floating_point() for rnn in rnns):
         return model
-    return Seq2Seq(model.config, FoldedEncoder(model.encoder), model.bridge, FoldedDecoder(model.decoder)).eval()
+    folded = type(model)(model.config, FoldedEncoder(model.encoder), model.bridge, FoldedDecoder(model.decoder))
+    return folded.eval()

@@ -1,0 +1,121 @@
+"""``seq2seq translate``: alerts on stdin -> recommendations on stdout, or a whole file with --input."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from tqdm import tqdm
+
+from seq2seq.config import SearchConfig, resolve_device
+from seq2seq.distributed import launched_size, process_group
+from seq2seq.errors import ConfigError
+from seq2seq.fast.threads import one_core_workers, worker_count
+from seq2seq.files import utf8_fault
+from seq2seq.recommender import Recommender
+from seq2seq.search import check_search_config
+from seq2seq.serving.batch import FileJob, translate_file
+from seq2seq.serving.sharding import translate_shared
+
+HEATMAP_CHUNK_ROWS = 64  # a PNG takes a while: smaller chunks keep the bar moving and a kill cheap
+FILE_OPTIONS = ("output", "column", "format", "attention_out", "heatmaps", "resume")  # of translate --input
+
+
+def search_config(args: argparse.Namespace, n_best: int = 1) -> SearchConfig:
+    return SearchConfig(beam_size=args.beam_size, n_best=n_best, length_penalty=args.length_penalty,
+                        max_length_ratio=args.max_length_ratio)
+
+
+def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str | None]]]:
+    """(line number, text or None when not UTF-8) in chunks; one line at a time from a terminal."""
+    size = 1 if stream.isatty() else size
+    chunk: list[tuple[int, str | None]] = []
+    for number, raw in enumerate(stream.buffer, start=1):
+        try:
+            chunk.append((number, raw.decode("utf-8").rstrip("\r\n")))
+        except UnicodeDecodeError as err:
+            print(f"warning: stdin: line {number}: {utf8_fault(raw, err)}; empty recommendation written",
+                  file=sys.stderr)
+            chunk.append((number, None))
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class RowProgress:
+    """``progress(done, total)`` for ``translate_file``: a tqdm bar on stderr with rows/s and the ETA."""
+
+    def __init__(self) -> None:
+        self.bar: tqdm | None = None
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if self.bar is None:
+            self.bar = tqdm(total=total, initial=done, desc="translate", unit="row", leave=False, mininterval=1.0)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_translate_file(args: argparse.Namespace, config: SearchConfig) -> int:
+    if args.output is None:
+        raise ConfigError("--input needs --output (the file to write)")
+    if args.resume and launched_size() > 1:
+        raise ConfigError("--resume: a job split by torchrun is resumed in one process; run it without torchrun")
+    chunk_rows = HEATMAP_CHUNK_ROWS if args.heatmaps else 1024
+    workers = decode_workers(args)
+    # Under torchrun "cuda" is each process's own GPU (cuda:LOCAL_RANK, the current device).
+    with process_group(args.device) as world, one_core_workers(workers):
+        recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize, workers)
+        progress = RowProgress() if world.is_main else None
+        try:
+            if world.size == 1:
+                summary = translate_file(recommender, args.input, args.output, args.column, args.format, config,
+                                         args.batch_size, chunk_rows=chunk_rows, resume=args.resume,
+                                         attention_out=args.attention_out, heatmaps=args.heatmaps, progress=progress)
+            else:
+                job = FileJob(recommender, Path(args.input), Path(args.output), args.column, args.format, config,
+                              args.batch_size, chunk_rows, Path(args.attention_out) if args.attention_out else None,
+                              Path(args.heatmaps) if args.heatmaps else None)
+                summary = translate_shared(world, job, progress)
+        finally:
+            if progress is not None:
+                progress.close()
+        if world.is_main:
+            print(f"{args.output}: {summary.summary()}", file=sys.stderr)
+    return 0
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    config = search_config(args, args.n_best)
+    check_search_config(config)
+    if args.input is not None:
+        return run_translate_file(args, config)
+    file_options = [f"--{name.replace('_', '-')}" for name in FILE_OPTIONS if getattr(args, name)]
+    if file_options:
+        raise ConfigError(f"{', '.join(file_options)}: only with --input (without it, alerts are read from stdin)")
+    if launched_size() > 1:
+        raise ConfigError("under torchrun, translate needs --input and --output (stdin is read by one process)")
+    recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize)
+    for chunk in input_chunks(sys.stdin, args.batch_size):
+        results = recommender.recommend([text or "" for _, text in chunk], config, args.batch_size)
+        for (number, text), result in zip(chunk, results, strict=True):
+            if result.warning and text and text.strip():
+                print(f"warning: stdin: line {number}: {result.warning}", file=sys.stderr)
+            if args.n_best == 1:
+                print(result.text)
+            else:
+                print("\t".join(f"{c.text}\t{c.score:.4f}" for c in result.candidates))
+        sys.stdout.flush()
+    return 0
+
+
+def decode_workers(args: argparse.Namespace) -> int:
+    """--workers, 0 = one per intra-op thread on a CPU (``seq2seq.fast.threads``)."""
+    return worker_count(args.workers, resolve_device(args.device))

@@ -1,0 +1,41 @@
+"""What a training run tells while it runs: a progress bar per epoch (loss, perplexity, target
+tokens/s, ETA), one log line per validation, and OUTPUT_DIR/metrics.jsonl (one JSON object per
+validation). Under torchrun only rank 0 reports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from seq2seq.evaluate import Scores
+
+
+class TrainingReport:
+    def __init__(self, output_dir: Path, log: Callable[[str], None], enabled: bool) -> None:
+        self.output_dir, self.log, self.enabled = output_dir, log, enabled
+
+    def epoch_bar(self, batches: Iterable, epoch: int, epochs: int, done: int, total: int) -> tqdm:
+        return tqdm(batches, desc=f"epoch {epoch}/{epochs}", unit="batch", leave=False, initial=done, total=total,
+                    mininterval=1.0, disable=not self.enabled)
+
+    @staticmethod
+    def step(bar: tqdm, loss: float, nll: float, rate: float) -> None:
+        bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(nll, 50)):.2f}", tok_s=f"{rate:.0f}", refresh=False)
+
+    def validation(self, state: dict[str, Any], scores: Scores, example: str, learning_rate: float,
+                   rate: float) -> None:
+        """Append the validation to metrics.jsonl and log it."""
+        record = {"epoch": state["epoch"], "step": state["step"], "dev_bleu": round(scores.bleu, 2),
+                  "dev_chrf": round(scores.chrf, 2), "best_bleu": round(state["best_bleu"], 2),
+                  "lr": learning_rate, "target_tokens_per_s": round(rate, 1),
+                  "train_seconds": round(state["train_seconds"], 1), "example": example}
+        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        self.log(f"step {state['step']} epoch {state['epoch']}: dev BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}"
+                 f" (best {state['best_bleu']:.2f}) lr {record['lr']:.2e} {rate:.0f} target tok/s")

@@ -1,0 +1,145 @@
+"""File mode of ``seq2seq translate``: a whole incident log in, every row back with its recommendation.
+
+Formats (``FORMATS``), by file extension or ``fmt`` for the input; the output takes the input's
+format unless its own extension names another:
+
+- ``csv``: a header row, standard quoting (fields may hold commas, quotes and line breaks).
+- ``tsv``: a header row, one record per physical line, split on tabs, no quote processing (as
+  ``seq2seq.corpus`` reads it). A tab or line break in a field written to TSV (possible only when
+  the input is CSV or JSONL) is written as a space.
+- ``jsonl``: one JSON object per line; every key is kept and the new keys are added.
+- ``txt``: one alert per line (its column is ``source`` in other output formats). As output: one
+  recommendation per line (``text<TAB>score`` pairs with n-best > 1, as on stdout), an empty line
+  for a failed row, and each row's error on stderr with its input line number.
+
+Every input row is written, in order, with ``recommendation``, ``score`` (``recommendation_2``,
+``score_2``, ... with n-best > 1) and ``error`` added. ``error`` is empty when fine, the truncation
+warning for an alert over the model's limit (translated all the same), or why the row has no
+recommendation: an empty alert, bytes that are not UTF-8, a missing or non-string JSON value. A
+row's problem never stops the job; a problem with the file (missing, no such column, a malformed
+CSV record, a TSV line with the wrong number of fields, a line that is not a JSON object) is a
+one-line ``DataError``. Blank lines are not rows, except in ``txt`` input.
+
+The input is streamed in chunks of ``chunk_rows`` rows; each chunk's rows are written whole, then
+flushed and fsynced, so memory stays bounded and a killed job loses nothing already written.
+``resume=True`` cuts a partial last row left by a kill, skips as many input rows as the output
+holds and appends, so the result is byte for byte that of an uninterrupted run.
+
+A job split across processes (torchrun) is a layer around this one: ``seq2seq.serving.sharding``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from seq2seq.config import SearchConfig
+from seq2seq.errors import ConfigError, DataError
+from seq2seq.files import open_binary
+from seq2seq.recommender import Recommendation, Recommender
+from seq2seq.serving.incident_log import FORMATS, Row, count_rows, format_of, read_rows
+from seq2seq.serving.output import Layout, Sinks, row_error
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    rows: int  # rows written by this run; the input holds rows + skipped_resume
+    translated: int  # rows of this run given a recommendation
+    errors: int  # rows of this run with a non-empty error (no recommendation, or a truncated alert)
+    skipped_resume: int  # rows already in the output when this run resumed it
+    seconds: float
+
+    def summary(self) -> str:
+        """One line, e.g. "120 rows: 118 translated, 3 with errors, 40 done before (resume); 2.5 s (48 rows/s)"."""
+        resumed = f", {self.skipped_resume} done before (resume)" if self.skipped_resume else ""
+        rate = self.rows / self.seconds if self.seconds > 0 else 0.0
+        return (f"{self.rows} rows: {self.translated} translated, {self.errors} with errors{resumed}; "
+                f"{self.seconds:.1f} s ({rate:.0f} rows/s)")
+
+
+def translate_file(recommender: Recommender, input_path: str | Path, output_path: str | Path,
+                   column: str | None = None, fmt: str | None = None, search: SearchConfig | None = None,
+                   batch_size: int = 64, chunk_rows: int = 1024, resume: bool = False,
+                   attention_out: str | Path | None = None, heatmaps: str | Path | None = None,
+                   progress: Callable[[int, int | None], None] | None = None) -> BatchSummary:
+    """Translate ``column`` of every row of ``input_path`` into ``output_path`` (see the module docstring).
+
+    ``attention_out`` gets one JSON line per row, ``{"row", "source_pieces", "target_pieces",
+    "attention"}`` (best candidate; empty lists for a failed row); ``heatmaps`` one PNG per translated
+    row. ``progress(done_rows, total_rows)`` is called after each chunk; the total comes from a line
+    count when the input is seekable, else it is None.
+    """
+    job = FileJob(recommender, Path(input_path), Path(output_path), column, fmt, search or SearchConfig(),
+                  batch_size, chunk_rows, Path(attention_out) if attention_out else None,
+                  Path(heatmaps) if heatmaps else None)
+    return job.run(resume=resume, progress=progress)
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """One file's translation, as a user asked for it; ``run`` does it, whole or (``part``) a slice of rows."""
+
+    recommender: Recommender
+    input_path: Path
+    output_path: Path
+    column: str | None
+    fmt: str | None
+    search: SearchConfig
+    batch_size: int
+    chunk_rows: int
+    attention_out: Path | None
+    heatmaps: Path | None
+
+    def run(self, resume: bool = False, progress: Callable[[int, int | None], None] | None = None,
+            part: slice | None = None, header: bool = True) -> BatchSummary:
+        """``part`` translates only those rows (0-based data rows) into new files, the caller having checked
+        that the job's destinations are new (``check_new_outputs``); ``header=False`` leaves out the header
+        (for a layer that splits a job across processes: ``seq2seq.serving.sharding``)."""
+        started = time.monotonic()
+        if self.fmt is not None and self.fmt not in FORMATS:
+            raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {self.fmt!r}")
+        if self.batch_size < 1 or self.chunk_rows < 1:
+            raise ConfigError(f"batch_size and chunk_rows must be at least 1, got {self.batch_size} and "
+                              f"{self.chunk_rows}")
+        if resume and part is not None:
+            raise ConfigError("resume and part exclude each other: a split job is resumed in one process")
+        input_path, output_path = self.input_path, self.output_path
+        in_fmt = self.fmt or format_of(input_path, "--format")
+        out_fmt = format_of(output_path, None) or in_fmt
+        if output_path.exists() and input_path.exists() and output_path.samefile(input_path):
+            raise DataError(f"{output_path}: is the input file; choose another --output")
+        with open_binary(input_path, "rb") as file:
+            total = count_rows(file, in_fmt) if file.seekable() else None
+            columns, rows = read_rows(file, input_path, in_fmt, self.column)
+            if part is not None:
+                rows = itertools.islice(rows, part.start, part.stop)
+                total = None if total is None else len(range(total)[part])
+            layout = Layout(input_path, out_fmt, columns, self.search.n_best)
+            with Sinks(output_path, layout, self.attention_out, self.heatmaps, resume, part is not None,
+                        header) as sinks:
+                skipped = sum(1 for _ in itertools.islice(rows, sinks.done))
+                if skipped < sinks.done:
+                    raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only {skipped}; "
+                                    "it is not this input's output")
+                done, translated, errors = skipped, 0, 0
+                if progress:
+                    progress(done, total)
+                while chunk := list(itertools.islice(rows, self.chunk_rows)):
+                    results = _recommend(self.recommender, chunk, self.search, self.batch_size)
+                    sinks.write(chunk, results)
+                    done += len(chunk)
+                    translated += sum(1 for result in results if result and result.candidates)
+                    errors += sum(1 for row, result in zip(chunk, results, strict=True) if row_error(row, result))
+                    if progress:
+                        progress(done, total)
+        return BatchSummary(done - skipped, translated, errors, skipped, time.monotonic() - started)
+
+
+def _recommend(recommender: Recommender, chunk: list[Row], search: SearchConfig,
+               batch_size: int) -> list[Recommendation | None]:
+    """One result per row, None for a row that cannot be translated."""
+    found = iter(recommender.recommend([row.alert for row in chunk if row.alert is not None], search, batch_size))
+    return [next(found) if row.alert is not None else None for row in chunk]

@@ -1,0 +1,74 @@
+"""The pictures: alignment heatmaps (which alert pieces each recommendation piece attended to) and an
+engine's RUL trend, temporal attention and sensor deviations.
+
+Built with matplotlib's object API (``matplotlib.figure.Figure``), never pyplot's global state, so
+the UI can show the returned figure and a test can inspect its axes.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from seq2seq.recommender import Candidate, Recommendation
+from seq2seq.rul.monitor import EngineReport
+from seq2seq.tokenizer import piece_label
+
+
+def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | None = None) -> Figure:
+    """Target pieces (rows) x source pieces (columns), one cell per attention weight, with a colour bar."""
+    weights = candidate.attention.float().numpy()  # (T, S)
+    rows, cols = weights.shape
+    figure = Figure(figsize=(max(4.0, 0.55 * cols + 2.0), max(2.5, 0.4 * rows + 1.5)), layout="constrained")
+    axes = figure.add_subplot()
+    image = axes.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    axes.set_xticks(range(cols), labels=[piece_label(p) for p in source_pieces], rotation=60, ha="right")
+    axes.set_yticks(range(rows), labels=[piece_label(p) for p in candidate.target_pieces])
+    axes.set_xlabel("alert pieces")
+    axes.set_ylabel("recommendation pieces")
+    axes.set_title(title or candidate.text, fontsize=9)
+    figure.colorbar(image, ax=axes, label="attention weight")
+    return figure
+
+
+def recommendation_figures(recommendation: Recommendation) -> list[Figure]:
+    """One heatmap per candidate (the shown output first, then each n-best alternative)."""
+    return [heatmap_figure(recommendation.source_pieces, candidate, f"{i + 1}. {candidate.text}")
+            for i, candidate in enumerate(recommendation.candidates)]
+
+
+def attention_figure(report: EngineReport) -> Figure:
+    """Top: predicted RUL over the history with the window shaded. Bottom: temporal attention over the
+    last window, with the alerting sensors' normalised trends on a second axis."""
+    figure = Figure(figsize=(8, 6), layout="constrained")
+    trend_axes, window_axes = figure.subplots(2, 1)
+    cycles, ruls = zip(*report.rul_trend, strict=True)
+    trend_axes.plot(cycles, ruls, color="tab:blue", label="predicted RUL")
+    trend_axes.axvspan(report.window_cycles[0], report.window_cycles[-1], color="tab:orange", alpha=0.15,
+                       label="last window")
+    trend_axes.set(xlabel="cycle", ylabel="RUL (cycles)",
+                   title=f"engine {report.unit}: RUL {report.rul:.0f} cycles, {report.health}")
+    trend_axes.legend(loc="upper right", fontsize=8)
+    window_axes.bar(report.window_cycles, report.attention, color="tab:orange", alpha=0.6, label="attention")
+    window_axes.set(xlabel="cycle", ylabel="attention weight")
+    sensor_axes = window_axes.twinx()
+    for alert in report.alerts:
+        sensor_axes.plot(report.window_cycles, report.window_values[alert.symbol], label=alert.symbol)
+    sensor_axes.set_ylabel("normalised sensor value")
+    if report.alerts:
+        sensor_axes.legend(loc="upper left", fontsize=8)
+    return figure
+
+
+def deviation_figure(report: EngineReport) -> Figure:
+    """Attention-weighted deviation of every kept sensor from the engine's early cycles; alerts in red."""
+    figure = Figure(figsize=(7, 4.5), layout="constrained")
+    axes = figure.add_subplot()
+    symbols = list(report.deviations)
+    alerting = {alert.symbol for alert in report.alerts}
+    colours = ["tab:red" if s in alerting else "tab:gray" for s in symbols]
+    axes.barh(symbols, [report.deviations[s] for s in symbols], color=colours)
+    axes.axvline(0.0, color="black", linewidth=0.8)
+    axes.invert_yaxis()
+    axes.set(xlabel="weighted deviation (training standard deviations)",
+             title=f"engine {report.unit}: what the alerts came from")
+    return figure
