@@ -73,12 +73,3 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(autouse=True)
-def keep_torch_threads():
-    """``seq2seq translate --input`` run in-process sets one intra-op thread (cli.decode_workers):
-    every test starts with the suite's thread count."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)

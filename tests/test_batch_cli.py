@@ -9,6 +9,7 @@ import torch
 from support import run_cli, trained
 from test_batch import ALERTS, assert_same_rows, csv_input, read_csv
 
+from seq2seq.fast.threads import one_core_workers
 from seq2seq.recommender import Recommender
 
 
@@ -29,14 +30,14 @@ def test_cli_translates_a_file_and_prints_the_summary(recommender, tmp_path, tmp
 
 def test_cli_workers_of_one_core_each_write_the_rows_of_one_worker(tmp_path, tmp_path_factory):
     model = trained(tmp_path_factory.getbasetemp()).best
-    rows = {}
+    rows, threads = {}, torch.get_num_threads()
     for workers in (1, 3):
         output = tmp_path / f"out-{workers}.csv"
         result = run_cli("translate", "--model", str(model), "--input", str(csv_input(tmp_path)),
                          "--output", str(output), "--batch-size", "2", "--workers", str(workers))
         assert result.status == 0, result.stderr
         rows[workers] = read_csv(output)
-        assert torch.get_num_threads() == 1 or workers == 1  # several workers: one intra-op thread each
+        assert torch.get_num_threads() == threads  # the one-core workers leave the process's count as it was
     assert_same_rows(rows[3], rows[1])
 
 
@@ -61,3 +62,12 @@ def test_cli_file_options_without_input_are_an_error(tmp_path_factory):
     assert result.status == 2
     assert result.error_lines == ["seq2seq: error: --output: only with --input "
                                   "(without it, alerts are read from stdin)"]
+
+
+def test_one_core_workers_run_on_one_intra_op_thread_and_restore_the_count():
+    before = torch.get_num_threads()
+    with one_core_workers(3):
+        assert torch.get_num_threads() == 1
+    with one_core_workers(1):
+        assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == before

@@ -11,7 +11,7 @@ from seq2seq.serving.figures import heatmap_figure, recommendation_figures
 
 def candidate(rows: int, cols: int, text: str = "inspect pump bearings") -> Candidate:
     weights = torch.softmax(torch.randn(rows, cols, generator=torch.Generator().manual_seed(0)), dim=-1)
-    return Candidate(text, -0.5, [f"\u2581t{i}" for i in range(rows - 1)] + ["</s>"], weights)
+    return Candidate(text, -0.5, [f"\u2581t{i}" for i in range(rows - 1)] + ["</s>"], weights, -0.5)
 
 
 def test_heatmap_cells_are_the_attention_matrix_with_piece_labels():
