@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from hypothesis import settings
-from support import TINY_CONFIG, TINY_PAIRS
+from support import TINY_PAIRS, TINY_TOKENIZER_CONFIG
 
 from seq2seq.tokenizer import Tokenizer
 
@@ -35,7 +35,7 @@ def tiny_pairs() -> list[tuple[str, str]]:
 def tokenizer() -> Tokenizer:
     """A joint unigram tokenizer (vocab_size 60) trained on ``TINY_PAIRS``."""
     sources, targets = zip(*TINY_PAIRS, strict=True)
-    return Tokenizer.train(list(sources), list(targets), TINY_CONFIG)
+    return Tokenizer.train(list(sources), list(targets), TINY_TOKENIZER_CONFIG)
 
 
 @pytest.fixture

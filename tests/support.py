@@ -55,7 +55,7 @@ TINY_PAIRS = (
     ("gearbox noise high", "inspect gearbox teeth"),
 )
 
-TINY_CONFIG = TokenizerConfig(vocab_size=60)
+TINY_TOKENIZER_CONFIG = TokenizerConfig(vocab_size=60)
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 

@@ -6,7 +6,7 @@ import sentencepiece as spm
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from support import TINY_CONFIG, TINY_PAIRS
+from support import TINY_PAIRS, TINY_TOKENIZER_CONFIG
 
 from seq2seq.config import TokenizerConfig
 from seq2seq.errors import CheckpointError, ConfigError, DataError
@@ -58,8 +58,8 @@ def test_special_ids_are_fixed_at_training(tokenizer):
 
 
 def test_training_is_deterministic():
-    first = Tokenizer.train(SOURCES, TARGETS, TINY_CONFIG).state_dict()
-    second = Tokenizer.train(SOURCES, TARGETS, TINY_CONFIG).state_dict()
+    first = Tokenizer.train(SOURCES, TARGETS, TINY_TOKENIZER_CONFIG).state_dict()
+    second = Tokenizer.train(SOURCES, TARGETS, TINY_TOKENIZER_CONFIG).state_dict()
     assert first == second
 
 
@@ -85,7 +85,7 @@ def test_state_dict_holds_only_plain_types_and_survives_a_weights_only_load(toke
 
 @pytest.mark.parametrize("joint", [True, False])
 def test_state_dict_round_trip_gives_identical_encodings(joint):
-    config = dataclasses.replace(TINY_CONFIG, joint=joint)
+    config = dataclasses.replace(TINY_TOKENIZER_CONFIG, joint=joint)
     original = Tokenizer.train(SOURCES, TARGETS, config)
     restored = Tokenizer.from_state_dict(original.state_dict())
     assert restored.config == config
@@ -143,12 +143,12 @@ def test_unknown_model_type_is_a_config_error_listing_the_valid_ones():
 
 def test_training_on_only_empty_text_is_a_data_error():
     with pytest.raises(DataError):
-        Tokenizer.train([" ", "\t"], ["", "\n"], TINY_CONFIG)
+        Tokenizer.train([" ", "\t"], ["", "\n"], TINY_TOKENIZER_CONFIG)
 
 
 @pytest.mark.parametrize("model_type", ["bpe", "char", "word"])
 def test_every_model_type_trains_and_encodes(model_type):
-    tokenizer = Tokenizer.train(SOURCES, TARGETS, dataclasses.replace(TINY_CONFIG, model_type=model_type))
+    tokenizer = Tokenizer.train(SOURCES, TARGETS, dataclasses.replace(TINY_TOKENIZER_CONFIG, model_type=model_type))
     assert tokenizer.decode_target(tokenizer.encode_target(TARGETS[0])) == TARGETS[0]
 
 
