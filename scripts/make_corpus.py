@@ -1,4 +1,4 @@
-"""Generate the alert -> recommendation corpus (data/{train,dev,test}.tsv) from seq2seq.rul.catalog.
+"""Generate the alert -> recommendation corpus (data/{train,dev,test}.tsv) from seq2seq.catalog.
 
 Every meaning of the catalog (sensor x direction x strength, component x symptom x strength) gets
 its canonical alert plus surface variants written the way technicians write: synonyms,
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from seq2seq.rul import catalog
+from seq2seq import catalog
 
 SEED = 2024
 VARIANTS = 18  # sources per meaning, the canonical alert included

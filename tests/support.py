@@ -1,5 +1,6 @@
 """What the tests share besides fixtures: thirty tiny alert/recommendation pairs, the scripts as
-modules, and tiny translators trained through ``seq2seq.cli.main`` once per test session.
+modules, untrained tiny model configs, incident-log files, the UI launched on a free port, and tiny
+translators trained through ``seq2seq.cli.main`` once per test session.
 
 Training dominates the cost of the CLI, recommender and comparison tests, so each attention type
 is trained at most once per session (under pytest's session temporary folder) and shared; a test
@@ -10,6 +11,8 @@ would: stdin from bytes, stdout and stderr captured, argparse's exit turned into
 from __future__ import annotations
 
 import contextlib
+import csv
+import dataclasses
 import importlib.util
 import io
 import json
@@ -17,10 +20,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import torch
 
+import gradio_app
+from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.cli import main
-from seq2seq.config import TokenizerConfig
+from seq2seq.config import ModelConfig, TokenizerConfig
+from seq2seq.data import source_batch
+from seq2seq.serving.smoke import free_port
 
 TINY_PAIRS = (
     ("pump vibration high", "inspect pump bearings"),
@@ -218,3 +226,68 @@ def trained_rul(root: Path) -> TinyRul:
                      "--config", str(run.config), "--device", "cpu")
     assert result.status == 0, result.stderr
     return TinyRul(run.output_dir, run.train, run.test, run.rul, run.config, result)
+
+
+# -- untrained tiny models ------------------------------------------------------------------------
+V = 17  # vocabulary size of the untrained tiny models
+
+
+def tiny_config(attention: str = "bahdanau", **changes) -> ModelConfig:
+    return dataclasses.replace(
+        ModelConfig(attention=attention, embed_size=6, encoder_hidden=4, decoder_hidden=8, attention_hidden=5,
+                    dropout=0.0, src_vocab_size=V, tgt_vocab_size=V), **changes)
+
+
+def sample_batch(lengths=(5, 3, 1), seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    ids = [torch.randint(4, V, (n,), generator=generator).tolist() for n in lengths]
+    return source_batch(ids)
+
+
+VARIANTS = [(name, feeding) for name in ATTENTION_NAMES for feeding in (True, False)
+            if name.startswith("luong-") or feeding]  # (attention, input feeding) pairs a model can have
+
+
+# -- incident logs ----------------------------------------------------------------------------------
+LOG_ALERTS = ["pump vibration high", "belt worn", "valve stuck closed", "coolant temperature high",
+              "oil level low", "fan speed low", "filter clogged"]
+LOG_NOTES = ['plain', 'a, comma', 'say "hi"', 'two\nlines', 'tab\there', '1/2" bolt', '']  # one per alert
+
+
+def write_csv(path: Path, rows: list[list[str]], header=("id", "source", "note")) -> Path:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([header, *rows])
+    path.write_text(buffer.getvalue(), encoding="utf-8")
+    return path
+
+
+def csv_input(tmp_path: Path) -> Path:
+    rows = [[str(i), alert, note] for i, (alert, note) in enumerate(zip(LOG_ALERTS, LOG_NOTES, strict=True))]
+    return write_csv(tmp_path / "in.csv", rows)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def assert_same_rows(rows: list[dict], expected: list[dict]) -> None:
+    """Equal rows, the scores up to float rounding (a product over 1 or 64 rows, or on 1 or 2
+    threads, may round differently in the last bit, which can move a 4th decimal)."""
+    assert [{k: v for k, v in row.items() if k != "score"} for row in rows] == \
+           [{k: v for k, v in row.items() if k != "score"} for row in expected]
+    for row, first in zip(rows, expected, strict=True):
+        assert (row["score"] in ("", None)) == (first["score"] in ("", None))
+        if row["score"] not in ("", None):
+            assert float(row["score"]) == pytest.approx(float(first["score"]), abs=2e-4)
+
+
+# -- the UI -----------------------------------------------------------------------------------------
+UI_ALERTS = ["pump vibration high", "fan speed low", "valve leak detected"]
+
+
+def launch(demo) -> str:
+    """Serve ``demo`` on a free loopback port without blocking; its URL."""
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+                            quiet=True, max_file_size=gradio_app.MAX_FILE_SIZE)
+    return url

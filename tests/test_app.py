@@ -17,7 +17,7 @@ import httpx
 import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
-from support import DRIFT_UNIT, MAX_SOURCE_LENGTH, trained, trained_rul
+from support import DRIFT_UNIT, MAX_SOURCE_LENGTH, UI_ALERTS, launch, trained, trained_rul
 
 import gradio_app
 from seq2seq.recommender import Recommender
@@ -25,20 +25,13 @@ from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.preprocess import HEALTH_STATES
 from seq2seq.serving import smoke
+from seq2seq.serving.handlers import MAX_ALERTS, Handlers
 from seq2seq.serving.incident_log import read_columns
-from seq2seq.serving.smoke import free_port
 
 # gradio 6.31 with pandas 3.1 warns on every queued call; the suite turns warnings into errors.
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")
 
-ALERTS = ["pump vibration high", "fan speed low", "valve leak detected"]
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def launch(demo) -> str:
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
-                            quiet=True, max_file_size=gradio_app.MAX_FILE_SIZE)
-    return url
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +66,8 @@ def assert_well_formed(item: dict) -> None:
 
 
 def test_recommend_returns_attention_matrices_shaped_by_the_pieces(client):
-    data = client.predict("\n".join(ALERTS), "tiny", 4, 3, api_name="/recommend")
-    assert [item["alert"] for item in data["alerts"]] == ALERTS
+    data = client.predict("\n".join(UI_ALERTS), "tiny", 4, 3, api_name="/recommend")
+    assert [item["alert"] for item in data["alerts"]] == UI_ALERTS
     assert data["beam_size"] == 4 and data["n_best"] == 3
     for item in data["alerts"]:
         assert_well_formed(item)
@@ -83,15 +76,15 @@ def test_recommend_returns_attention_matrices_shaped_by_the_pieces(client):
 
 
 def test_greedy_recommend_gives_one_candidate_per_alert_and_skips_blank_lines(client):
-    data = client.predict(f"{ALERTS[0]}\n\n   \n{ALERTS[1]}\n", "tiny", 1, 1, api_name="/recommend")
-    assert [item["alert"] for item in data["alerts"]] == ALERTS[:2]
+    data = client.predict(f"{UI_ALERTS[0]}\n\n   \n{UI_ALERTS[1]}\n", "tiny", 1, 1, api_name="/recommend")
+    assert [item["alert"] for item in data["alerts"]] == UI_ALERTS[:2]
     for item in data["alerts"]:
         assert_well_formed(item)
         assert len(item["recommendations"]) == 1
 
 
 def test_more_alternatives_than_the_beam_widen_the_beam(client):
-    data = client.predict(ALERTS[0], "tiny", 1, 2, api_name="/recommend")
+    data = client.predict(UI_ALERTS[0], "tiny", 1, 2, api_name="/recommend")
     assert data["beam_size"] == 2 and data["n_best"] == 2
     assert_well_formed(data["alerts"][0])
 
@@ -106,7 +99,7 @@ def test_an_over_long_alert_is_truncated_with_a_warning_in_the_answer(client):
 @pytest.mark.parametrize("text, message", [
     ("", "Type at least one alert"),
     (" \n \n", "Type at least one alert"),
-    ("pump vibration high\n" * (gradio_app.MAX_ALERTS + 1), "Too much input"),
+    ("pump vibration high\n" * (MAX_ALERTS + 1), "Too much input"),
 ])
 def test_empty_or_over_long_input_gives_a_readable_error(client, text, message):
     with pytest.raises(AppError, match=message):
@@ -130,7 +123,7 @@ def test_engine_health_gives_rul_health_alerts_and_one_recommendation_per_alert(
 
 def test_translate_file_returns_every_row_with_recommendation_and_score(client, tmp_path):
     log = tmp_path / "incidents.csv"
-    rows = [{"ticket": str(i), "alert": alert} for i, alert in enumerate([*ALERTS, "", "oil level low"], 1)]
+    rows = [{"ticket": str(i), "alert": alert} for i, alert in enumerate([*UI_ALERTS, "", "oil level low"], 1)]
     with log.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, ["ticket", "alert"])
         writer.writeheader()
@@ -165,7 +158,7 @@ def test_a_failing_request_shows_a_message_and_the_app_keeps_serving(client, tmp
         client.predict(None, None, None, "tiny", api_name="/engine_health")
     with pytest.raises(AppError, match="Upload an incident log"):
         client.predict(None, "", "tiny", 1, api_name="/translate_file")
-    data = client.predict(ALERTS[0], "tiny", 1, 1, api_name="/recommend")
+    data = client.predict(UI_ALERTS[0], "tiny", 1, 1, api_name="/recommend")
     assert data["alerts"][0]["recommendations"][0]["text"]
 
 
@@ -200,13 +193,13 @@ def test_model_calls_share_one_concurrency_slot_and_the_queue_is_bounded(tiny):
 
 def test_the_queue_cannot_be_skipped_by_posting_to_the_direct_route(client):
     response = httpx.post(f"{client.src.rstrip('/')}/gradio_api/run/recommend",
-                          json={"data": [ALERTS[0], "tiny", 1, 1]})
+                          json={"data": [UI_ALERTS[0], "tiny", 1, 1]})
     assert response.status_code == 404 and "join the queue" in response.text
 
 
 def test_batch_results_live_in_the_apps_temporary_folder_until_they_age_or_it_closes(tiny, tmp_path):
     translator, _ = tiny
-    handlers = gradio_app.Handlers({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
+    handlers = Handlers({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
     log = tmp_path / "log.txt"
     log.write_text("pump vibration high\n", encoding="utf-8")
     first, _ = handlers.translate_upload(str(log), None, "tiny", 1, progress=lambda *args, **kwargs: None)
@@ -218,6 +211,7 @@ def test_batch_results_live_in_the_apps_temporary_folder_until_they_age_or_it_cl
     assert not handlers.work_dir.exists()
 
 
+@pytest.mark.slow
 def test_smoke_test_mode_calls_each_endpoint_then_exits_leaving_no_files(tiny, tmp_path):
     translator, rul = tiny
     temp, cache = tmp_path / "tmp", tmp_path / "gradio"
@@ -235,6 +229,7 @@ def test_smoke_test_mode_calls_each_endpoint_then_exits_leaving_no_files(tiny, t
     assert left == [], "uploads, results and the app's temporary folder are removed at shutdown"
 
 
+@pytest.mark.slow
 def test_a_failing_smoke_test_exits_1_with_a_one_line_error(tiny, capsys, monkeypatch):
     translator, _ = tiny
     monkeypatch.setattr(smoke, "ALERT", " ")  # the app answers an empty alert with an error

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
-from support import trained, trained_rul
-from test_app import ALERTS, launch
+from support import UI_ALERTS, launch, trained, trained_rul
 
 import gradio_app
 from seq2seq.config import SearchConfig
@@ -32,6 +31,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 TIMEOUT_MS = 60_000  # a shared two-core machine can be slow; this is a wait limit, not a speed test
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
                        "(apt-get install -y chromium chromium-driver)"),
     pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning"),
@@ -83,12 +83,12 @@ def settle_and_capture(page: Page, path: Path) -> None:
 
 
 def test_typed_alert_shows_its_recommendation_and_heatmap(page, recommender, screenshots):
-    page.locator("#alerts textarea").fill("\n".join(ALERTS[:2]))
+    page.locator("#alerts textarea").fill("\n".join(UI_ALERTS[:2]))
     for slider in ("#beam", "#n-best"):
         page.locator(f"{slider} input[type=number]").fill("3")
         page.locator(f"{slider} input[type=number]").press("Tab")
     page.locator("#recommend").click()
-    best = recommender.recommend([ALERTS[0]], SearchConfig(beam_size=3, n_best=3))[0]
+    best = recommender.recommend([UI_ALERTS[0]], SearchConfig(beam_size=3, n_best=3))[0]
     expect(page.locator("#summary")).to_contain_text(best.text, timeout=TIMEOUT_MS)
     expect(page.locator("#summary table").first).to_contain_text(best.candidates[-1].text)
     expect(page.locator("#heatmap img")).to_be_visible(timeout=TIMEOUT_MS)
@@ -114,7 +114,7 @@ def test_engine_tab_shows_rul_figures_and_alert_heatmaps(page, screenshots):
 
 def test_batch_tab_translates_an_upload_into_a_download(page, screenshots, tmp_path):
     log = tmp_path / "incidents.tsv"
-    log.write_text("ticket\tsource\n" + "".join(f"{i}\t{alert}\n" for i, alert in enumerate(ALERTS, 1)),
+    log.write_text("ticket\tsource\n" + "".join(f"{i}\t{alert}\n" for i, alert in enumerate(UI_ALERTS, 1)),
                    encoding="utf-8")
     page.get_by_role("tab", name="Batch").click()
     page.locator("#batch-file input[type=file]").set_input_files(str(log))
@@ -128,7 +128,7 @@ def test_batch_tab_translates_an_upload_into_a_download(page, screenshots, tmp_p
     download.value.save_as(saved)
     with saved.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))
-    assert [row["source"] for row in rows] == ALERTS
+    assert [row["source"] for row in rows] == UI_ALERTS
     assert all(row["recommendation"] for row in rows)
     expect(page.locator("#batch-summary")).to_contain_text("3 rows", timeout=TIMEOUT_MS)
     settle_and_capture(page, screenshots / "batch.png")

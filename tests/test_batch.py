@@ -3,47 +3,23 @@ durable output with exact resume, attention and heatmap companions, and the CLI'
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import threading
-from pathlib import Path
 
 import pytest
-from support import MAX_SOURCE_LENGTH, trained
+from support import LOG_ALERTS, LOG_NOTES, MAX_SOURCE_LENGTH, assert_same_rows, csv_input, read_csv, trained, write_csv
 
 from seq2seq.config import SearchConfig
 from seq2seq.errors import DataError
 from seq2seq.recommender import Recommender
 from seq2seq.serving.batch import BatchSummary, translate_file
 
-ALERTS = ["pump vibration high", "belt worn", "valve stuck closed", "coolant temperature high",
-          "oil level low", "fan speed low", "filter clogged"]
 LONG_ALERT = " ".join(["compressor temperature high"] * 4)  # over MAX_SOURCE_LENGTH pieces
-NOTES = ['plain', 'a, comma', 'say "hi"', 'two\nlines', 'tab\there', '1/2" bolt', '']  # one per alert
-
 
 @pytest.fixture(scope="module")
 def recommender(tmp_path_factory) -> Recommender:
     return Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
-
-
-def write_csv(path: Path, rows: list[list[str]], header=("id", "source", "note")) -> Path:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows([header, *rows])
-    path.write_text(buffer.getvalue(), encoding="utf-8")
-    return path
-
-
-def csv_input(tmp_path: Path) -> Path:
-    rows = [[str(i), alert, note] for i, (alert, note) in enumerate(zip(ALERTS, NOTES, strict=True))]
-    return write_csv(tmp_path / "in.csv", rows)
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as file:
-        return list(csv.DictReader(file))
 
 
 def stop_after(rows: int):
@@ -64,50 +40,51 @@ def test_csv_output_keeps_every_column_and_row_in_order_with_quoting_intact(reco
     rows = read_csv(tmp_path / "out.csv")
     assert list(rows[0]) == ["id", "source", "note", "recommendation", "score", "error"]
     assert [(r["id"], r["source"], r["note"]) for r in rows] == [(str(i), a, n) for i, (a, n) in
-                                                                 enumerate(zip(ALERTS, NOTES, strict=True))]
-    assert [r["recommendation"] for r in rows] == recommender.translate(ALERTS)
-    scores = [result.score for result in recommender.recommend(ALERTS)]
+                                                                 enumerate(zip(LOG_ALERTS, LOG_NOTES, strict=True))]
+    assert [r["recommendation"] for r in rows] == recommender.translate(LOG_ALERTS)
+    scores = [result.score for result in recommender.recommend(LOG_ALERTS)]
     assert [float(r["score"]) for r in rows] == pytest.approx(scores, abs=1e-4)
     assert all(r["error"] == "" for r in rows)
-    assert summary == BatchSummary(len(ALERTS), len(ALERTS), 0, 0, summary.seconds)
+    assert summary == BatchSummary(len(LOG_ALERTS), len(LOG_ALERTS), 0, 0, summary.seconds)
 
 
 def test_tsv_output_keeps_bare_quotes_and_is_read_without_quote_processing(recommender, tmp_path):
     notes = ['1/2" bolt', '"B" nut missing', "it's", "plain", "x", "y", "z"]
     path = tmp_path / "in.tsv"
-    pairs = [("problem", "note"), *zip(ALERTS, notes, strict=True)]
+    pairs = [("problem", "note"), *zip(LOG_ALERTS, notes, strict=True)]
     path.write_text("".join(f"{alert}\t{note}\n" for alert, note in pairs), encoding="utf-8")
     translate_file(recommender, path, tmp_path / "out.tsv")
     lines = [line.split("\t") for line in (tmp_path / "out.tsv").read_text(encoding="utf-8").splitlines()]
     assert lines[0] == ["problem", "note", "recommendation", "score", "error"]
-    assert [line[:2] for line in lines[1:]] == [list(pair) for pair in zip(ALERTS, notes, strict=True)]
-    assert [line[2] for line in lines[1:]] == recommender.translate(ALERTS)
+    assert [line[:2] for line in lines[1:]] == [list(pair) for pair in zip(LOG_ALERTS, notes, strict=True)]
+    assert [line[2] for line in lines[1:]] == recommender.translate(LOG_ALERTS)
 
 
 def test_tsv_output_of_csv_input_writes_tabs_and_line_breaks_in_fields_as_spaces(recommender, tmp_path):
     translate_file(recommender, csv_input(tmp_path), tmp_path / "out.tsv")
     lines = (tmp_path / "out.tsv").read_text(encoding="utf-8").split("\n")[:-1]
-    assert len(lines) == 1 + len(ALERTS)
-    assert [line.split("\t")[2] for line in lines[1:]] == [note.replace("\n", " ").replace("\t", " ") for note in NOTES]
+    assert len(lines) == 1 + len(LOG_ALERTS)
+    assert [line.split("\t")[2] for line in lines[1:]] == \
+        [note.replace("\n", " ").replace("\t", " ") for note in LOG_NOTES]
 
 
 def test_jsonl_output_keeps_every_key_of_each_object_and_adds_the_new_ones(recommender, tmp_path):
     records = [{"id": i, "source": alert, "tags": ["a", {"b": None}], **({"extra": True} if i % 2 else {})}
-               for i, alert in enumerate(ALERTS)]
+               for i, alert in enumerate(LOG_ALERTS)]
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     translate_file(recommender, path, tmp_path / "out.jsonl")
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [{k: v for k, v in w.items() if k not in ("recommendation", "score", "error")} for w in written] == records
     assert [list(w)[-3:] for w in written] == [["recommendation", "score", "error"]] * len(records)
-    assert [w["recommendation"] for w in written] == recommender.translate(ALERTS)
+    assert [w["recommendation"] for w in written] == recommender.translate(LOG_ALERTS)
 
 
 def test_txt_output_has_one_recommendation_per_line_and_errors_on_stderr(recommender, tmp_path, capsys):
     path = tmp_path / "in.txt"
-    path.write_bytes(f"{ALERTS[0]}\n\n{ALERTS[1]}\n".encode() + b"\xff pump\n" + ALERTS[2].encode())
+    path.write_bytes(f"{LOG_ALERTS[0]}\n\n{LOG_ALERTS[1]}\n".encode() + b"\xff pump\n" + LOG_ALERTS[2].encode())
     summary = translate_file(recommender, path, tmp_path / "out.txt")
-    expected = recommender.translate([ALERTS[0], "", ALERTS[1], "", ALERTS[2]])
+    expected = recommender.translate([LOG_ALERTS[0], "", LOG_ALERTS[1], "", LOG_ALERTS[2]])
     assert (tmp_path / "out.txt").read_text(encoding="utf-8") == "".join(line + "\n" for line in expected)
     warnings = capsys.readouterr().err.splitlines()
     assert warnings == [f"warning: {path}: line 2: empty alert",
@@ -117,11 +94,11 @@ def test_txt_output_has_one_recommendation_per_line_and_errors_on_stderr(recomme
 
 def test_output_format_follows_the_output_extension_and_txt_input_is_column_source(recommender, tmp_path):
     path = tmp_path / "in.txt"
-    path.write_text("".join(alert + "\n" for alert in ALERTS), encoding="utf-8")
+    path.write_text("".join(alert + "\n" for alert in LOG_ALERTS), encoding="utf-8")
     translate_file(recommender, path, tmp_path / "out.csv")
     rows = read_csv(tmp_path / "out.csv")
-    assert [r["source"] for r in rows] == ALERTS
-    assert [r["recommendation"] for r in rows] == recommender.translate(ALERTS)
+    assert [r["source"] for r in rows] == LOG_ALERTS
+    assert [r["recommendation"] for r in rows] == recommender.translate(LOG_ALERTS)
 
 
 def test_n_best_adds_numbered_recommendation_and_score_columns(recommender, tmp_path):
@@ -129,7 +106,7 @@ def test_n_best_adds_numbered_recommendation_and_score_columns(recommender, tmp_
     translate_file(recommender, csv_input(tmp_path), tmp_path / "out.csv", search=search)
     rows = read_csv(tmp_path / "out.csv")
     assert list(rows[0])[3:] == ["recommendation", "score", "recommendation_2", "score_2", "error"]
-    for row, result in zip(rows, recommender.recommend(ALERTS, search), strict=True):
+    for row, result in zip(rows, recommender.recommend(LOG_ALERTS, search), strict=True):
         assert [row["recommendation"], row["recommendation_2"]] == [c.text for c in result.candidates]
 
 
@@ -139,9 +116,9 @@ def test_n_best_adds_numbered_recommendation_and_score_columns(recommender, tmp_
     (("alert",), None, "alert"), (("id", "alert", "note"), "alert", "alert")])
 def test_alert_column_is_the_named_one_else_source_then_problem_then_the_only_one(recommender, tmp_path, header,
                                                                                    column, chosen):
-    rows = [[alert if name == chosen else "x" for name in header] for alert in ALERTS[:2]]
+    rows = [[alert if name == chosen else "x" for name in header] for alert in LOG_ALERTS[:2]]
     translate_file(recommender, write_csv(tmp_path / "in.csv", rows, header), tmp_path / "out.csv", column)
-    assert [r["recommendation"] for r in read_csv(tmp_path / "out.csv")] == recommender.translate(ALERTS[:2])
+    assert [r["recommendation"] for r in read_csv(tmp_path / "out.csv")] == recommender.translate(LOG_ALERTS[:2])
 
 
 def test_jsonl_input_to_csv_output_takes_the_first_objects_keys_as_columns(recommender, tmp_path):
@@ -198,17 +175,6 @@ def test_output_is_the_same_whatever_the_batch_size_and_chunk_size(recommender, 
         assert_same_rows(rows, outputs[0])
 
 
-def assert_same_rows(rows: list[dict], expected: list[dict]) -> None:
-    """Equal rows, the scores up to float rounding (a product over 1 or 64 rows, or on 1 or 2
-    threads, may round differently in the last bit, which can move a 4th decimal)."""
-    assert [{k: v for k, v in row.items() if k != "score"} for row in rows] == \
-           [{k: v for k, v in row.items() if k != "score"} for row in expected]
-    for row, first in zip(rows, expected, strict=True):
-        assert (row["score"] in ("", None)) == (first["score"] in ("", None))
-        if row["score"] not in ("", None):
-            assert float(row["score"]) == pytest.approx(float(first["score"]), abs=2e-4)
-
-
 def test_rows_are_translated_while_a_non_seekable_input_is_still_being_written(recommender, tmp_path):
     fifo = tmp_path / "in.txt"
     os.mkfifo(fifo)
@@ -217,10 +183,10 @@ def test_rows_are_translated_while_a_non_seekable_input_is_still_being_written(r
 
     def write_alerts() -> None:
         with fifo.open("w", encoding="utf-8") as file:
-            file.write(f"{ALERTS[0]}\n{ALERTS[1]}\n")
+            file.write(f"{LOG_ALERTS[0]}\n{LOG_ALERTS[1]}\n")
             file.flush()
             waited.append(first_chunk_written.wait(timeout=10))
-            file.write(f"{ALERTS[2]}\n")
+            file.write(f"{LOG_ALERTS[2]}\n")
 
     def progress(done: int, total: int | None) -> None:
         calls.append((done, total))
@@ -233,19 +199,20 @@ def test_rows_are_translated_while_a_non_seekable_input_is_still_being_written(r
     translate_file(recommender, fifo, tmp_path / "out.txt", chunk_rows=2, progress=progress)
     writer.join()
     assert waited == [True] and calls == [(0, None), (2, None), (3, None)]
-    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == recommender.translate(ALERTS[:3])
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == recommender.translate(LOG_ALERTS[:3])
 
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "txt"])
 def test_progress_total_counts_the_rows_of_a_seekable_input(recommender, tmp_path, fmt):
     source = csv_input(tmp_path) if fmt == "csv" else tmp_path / f"in.{fmt}"  # CSV with a two-line field
-    lines = {"tsv": ["source", *ALERTS], "jsonl": [json.dumps({"source": a}) for a in ALERTS], "txt": ALERTS}
+    lines = {"tsv": ["source", *LOG_ALERTS], "jsonl": [json.dumps({"source": a}) for a in LOG_ALERTS],
+             "txt": LOG_ALERTS}
     if fmt != "csv":  # blank lines are not rows (but in txt, where they are), no final line break
         source.write_text(("\n" if fmt == "txt" else "\n\n").join(lines[fmt]), encoding="utf-8")
     calls = []
     translate_file(recommender, source, tmp_path / f"out.{fmt}", chunk_rows=4,
                    progress=lambda done, total: calls.append((done, total)))
-    assert calls == [(0, len(ALERTS)), (4, len(ALERTS)), (len(ALERTS), len(ALERTS))]
+    assert calls == [(0, len(LOG_ALERTS)), (4, len(LOG_ALERTS)), (len(LOG_ALERTS), len(LOG_ALERTS))]
 
 
 # durability and resume
@@ -264,7 +231,7 @@ def test_interrupted_job_resumed_gives_exactly_the_bytes_of_an_uninterrupted_run
     assert part.read_bytes() == whole.read_bytes()[:len(part.read_bytes())]
     summary = translate_file(recommender, source, part, chunk_rows=2, resume=True, batch_size=1)
     assert part.read_bytes() == whole.read_bytes()
-    assert (summary.skipped_resume, summary.rows) == (4, len(ALERTS) - 4)
+    assert (summary.skipped_resume, summary.rows) == (4, len(LOG_ALERTS) - 4)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
@@ -315,10 +282,10 @@ def test_resuming_another_jobs_output_is_an_error(recommender, tmp_path):
 
 def test_attention_out_has_one_line_per_row_with_target_by_source_matrices(recommender, tmp_path):
     path = tmp_path / "in.txt"
-    path.write_text("\n".join([ALERTS[0], "", LONG_ALERT, ALERTS[1]]) + "\n", encoding="utf-8")
+    path.write_text("\n".join([LOG_ALERTS[0], "", LONG_ALERT, LOG_ALERTS[1]]) + "\n", encoding="utf-8")
     translate_file(recommender, path, tmp_path / "out.txt", attention_out=tmp_path / "attention.jsonl")
     lines = [json.loads(line) for line in (tmp_path / "attention.jsonl").read_text(encoding="utf-8").splitlines()]
-    results = recommender.recommend([ALERTS[0], "", LONG_ALERT, ALERTS[1]])
+    results = recommender.recommend([LOG_ALERTS[0], "", LONG_ALERT, LOG_ALERTS[1]])
     assert [line["row"] for line in lines] == [1, 2, 3, 4]
     for line, result in zip(lines, results, strict=True):
         assert line["source_pieces"] == (result.source_pieces if result.candidates else [])
@@ -330,7 +297,7 @@ def test_attention_out_has_one_line_per_row_with_target_by_source_matrices(recom
 
 def test_heatmaps_writes_one_png_per_translated_row(recommender, tmp_path):
     path = tmp_path / "in.txt"
-    path.write_text(f"{ALERTS[0]}\n\n{ALERTS[1]}\n", encoding="utf-8")
+    path.write_text(f"{LOG_ALERTS[0]}\n\n{LOG_ALERTS[1]}\n", encoding="utf-8")
     translate_file(recommender, path, tmp_path / "out.txt", heatmaps=tmp_path / "maps")
     pngs = sorted((tmp_path / "maps").iterdir())
     assert [p.name for p in pngs] == ["row_000001.png", "row_000003.png"]

@@ -6,8 +6,7 @@ import json
 
 import pytest
 import torch
-from support import run_cli, trained
-from test_batch import ALERTS, assert_same_rows, csv_input, read_csv
+from support import LOG_ALERTS, assert_same_rows, csv_input, read_csv, run_cli, trained
 
 from seq2seq.fast.threads import one_core_workers
 from seq2seq.recommender import Recommender
@@ -23,9 +22,9 @@ def test_cli_translates_a_file_and_prints_the_summary(recommender, tmp_path, tmp
     result = run_cli("translate", "--model", str(model), "--input", str(csv_input(tmp_path)),
                      "--output", str(tmp_path / "out.jsonl"))
     assert result.status == 0 and result.stdout == ""
-    assert f"out.jsonl: {len(ALERTS)} rows: {len(ALERTS)} translated, 0 with errors; " in result.error_lines[-1]
+    assert f"out.jsonl: {len(LOG_ALERTS)} rows: {len(LOG_ALERTS)} translated, 0 with errors; " in result.error_lines[-1]
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert [w["recommendation"] for w in written] == recommender.translate(ALERTS)
+    assert [w["recommendation"] for w in written] == recommender.translate(LOG_ALERTS)
 
 
 def test_cli_workers_of_one_core_each_write_the_rows_of_one_worker(tmp_path, tmp_path_factory):

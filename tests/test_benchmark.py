@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 import torch
 from support import SCRIPTS, load_script, trained
 
 from seq2seq.fast.precision import cpu_has_native_bf16
 
 
+@pytest.mark.slow
 def test_benchmark_measures_every_section_on_the_tiny_run(tmp_path_factory, tmp_path, monkeypatch, capsys):
     run = trained(tmp_path_factory.getbasetemp())
     monkeypatch.syspath_prepend(str(SCRIPTS))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support import load_script
 
-from seq2seq.rul import catalog
+from seq2seq import catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "make_corpus.py"
@@ -140,6 +140,7 @@ def test_committed_corpus_passes_the_generators_check():
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_check_fails_with_one_line_when_a_file_differs(tmp_path):
     subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], check=True, capture_output=True)
     with (tmp_path / "dev.tsv").open("a", encoding="utf-8") as handle:

@@ -81,6 +81,7 @@ def test_shares_of_a_file_are_contiguous_whole_chunks_in_rank_order(total, size)
 # Training
 
 
+@pytest.mark.slow
 def test_two_processes_write_one_checkpoint_that_loads_and_translates(ddp_run):
     _, output_dir, result = ddp_run
     assert sorted(path.name for path in output_dir.iterdir()) == ["best.pt", "last.pt", "metrics.jsonl"]
@@ -125,6 +126,7 @@ def test_resume_is_refused_under_torchrun(ddp_run, tmp_path):
 # Translating a file
 
 
+@pytest.mark.slow
 def test_two_processes_translate_a_file_into_the_bytes_of_one(ddp_run, tmp_path, one_thread):
     _, output_dir, _ = ddp_run
     alerts = [(source, str(number)) for number, (source, _) in enumerate(TINY_PAIRS * (ROWS // len(TINY_PAIRS)))]
@@ -143,6 +145,7 @@ def test_two_processes_translate_a_file_into_the_bytes_of_one(ddp_run, tmp_path,
                                                                "two.tsv"]  # the parts are gone
 
 
+@pytest.mark.slow
 def test_two_processes_evaluate_as_one(ddp_run, tmp_path, one_thread):
     """Each process translates its share of the file; rank 0 alone scores all of it and prints."""
     data, output_dir, _ = ddp_run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support import VARIANTS, V, sample_batch, tiny_config
 
 from seq2seq.config import SearchConfig
 from seq2seq.fast.folding import FoldedDecoder, fold_embeddings, gru_cell
@@ -12,7 +13,6 @@ from seq2seq.model import build_model
 from seq2seq.recommender import Recommender
 from seq2seq.search import search
 from seq2seq.tokenizer import BOS_ID
-from tests.test_model import VARIANTS, V, sample_batch, tiny_config
 
 
 def test_gru_cell_is_torch_gru():

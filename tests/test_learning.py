@@ -48,6 +48,9 @@ def train_reversal(name: str, steps: int = 500):
     return model.eval()
 
 
+pytestmark = pytest.mark.slow  # trains one model per attention type to convergence
+
+
 @pytest.fixture(scope="module", params=ATTENTION_NAMES)
 def learned(request):
     return request.param, train_reversal(request.param)

@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
+from support import VARIANTS, V, sample_batch, tiny_config
 
-from seq2seq.attention import ATTENTION_NAMES
-from seq2seq.config import ModelConfig
-from seq2seq.data import source_batch
 from seq2seq.errors import ConfigError
 from seq2seq.fast.dropout import Dropout
 from seq2seq.model import build_model
 from seq2seq.tokenizer import BOS_ID
-
-V = 17
-
-
-def tiny_config(attention: str = "bahdanau", **changes) -> ModelConfig:
-    return dataclasses.replace(
-        ModelConfig(attention=attention, embed_size=6, encoder_hidden=4, decoder_hidden=8, attention_hidden=5,
-                    dropout=0.0, src_vocab_size=V, tgt_vocab_size=V), **changes)
-
-
-def sample_batch(lengths=(5, 3, 1), seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    ids = [torch.randint(4, V, (n,), generator=generator).tolist() for n in lengths]
-    return source_batch(ids)
-
-
-VARIANTS = [(name, feeding) for name in ATTENTION_NAMES for feeding in (True, False)
-            if name.startswith("luong-") or feeding]
 
 
 @pytest.mark.parametrize("layers", [1, 2, 3])

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from support import DRIFT_SENSOR, DRIFT_UNIT, trained, trained_rul
 
+from seq2seq.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
 from seq2seq.recommender import Recommender
-from seq2seq.rul.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.preprocess import HEALTH_STATES

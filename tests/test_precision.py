@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from support import run_cli, tiny_data, train_args
-from test_model import tiny_config
+from support import run_cli, tiny_config, tiny_data, train_args
 
 from seq2seq.config import TokenizerConfig, TrainConfig
 from seq2seq.corpus import read_parallel
@@ -69,6 +68,7 @@ def test_a_bf16_step_runs_products_in_bf16_and_keeps_float32_weights_and_gradien
     assert abs(losses["bf16"] - losses["fp32"]) < 0.02 * losses["fp32"]  # same loss up to bf16 rounding
 
 
+@pytest.mark.slow
 def test_train_cli_takes_precision(tmp_path):
     data = tiny_data(tmp_path / "data")
     result = run_cli(*train_args(data, tmp_path / "run", "--precision", "bf16"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from seq2seq.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
 from seq2seq.rul.alerts import MIN_DEVIATION, engine_alerts, strength_of, weighted_deviations
-from seq2seq.rul.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
 
 KEPT = [2, 3, 4, 7, 11]  # T24, T30, T50, P30, Ps30
 

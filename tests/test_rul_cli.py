@@ -7,7 +7,7 @@ import json
 import pytest
 from support import DRIFT_SENSOR, DRIFT_UNIT, RUL_CONFIG, run_cli, trained, trained_rul
 
-from seq2seq.rul.catalog import sensor
+from seq2seq.catalog import sensor
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +23,7 @@ def test_train_writes_checkpoints_metrics_and_a_json_summary(rul_run):
         assert summary["best_rmse"] > 0 and summary["parameters"] > 0
 
 
+@pytest.mark.slow
 def test_train_defaults_to_synthetic_engines(tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 1}}), encoding="utf-8")

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from seq2seq.catalog import SENSORS
 from seq2seq.errors import DataError
-from seq2seq.rul.catalog import SENSORS
 from seq2seq.rul.cmapss import N_COLUMNS, Engine, column_name, read_cmapss, read_rul, write_cmapss, write_rul
 
 

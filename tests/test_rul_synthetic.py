@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from seq2seq.catalog import sensor
 from seq2seq.config import RulConfig
-from seq2seq.rul.catalog import sensor
 from seq2seq.rul.cmapss import read_cmapss, read_rul, write_cmapss
 from seq2seq.rul.preprocess import Preprocessor
 from seq2seq.rul.synthetic import NOISE, main, synthetic_engines, synthetic_test_set, wear

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support import sample_batch, tiny_config
 
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.config import SearchConfig
@@ -11,7 +12,6 @@ from seq2seq.data import source_batch
 from seq2seq.errors import ConfigError
 from seq2seq.model import build_model
 from seq2seq.search import check_search_config, search
-from tests.test_model import sample_batch, tiny_config
 
 
 def untrained(name: str, seed: int = 0):

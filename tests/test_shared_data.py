@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from seq2seq.catalog import SENSORS
 from seq2seq.config import TokenizerConfig
 from seq2seq.corpus import read_parallel
-from seq2seq.rul.catalog import SENSORS
 from seq2seq.tokenizer import Tokenizer, normalize
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"

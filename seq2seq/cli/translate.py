@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TextIO
 
 from tqdm import tqdm
@@ -17,7 +16,7 @@ from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.files import utf8_fault
 from seq2seq.recommender import Recommender
 from seq2seq.search import check_search_config
-from seq2seq.serving.batch import FileJob, translate_file
+from seq2seq.serving.batch import FileJob
 from seq2seq.serving.sharding import translate_shared
 
 HEATMAP_CHUNK_ROWS = 64  # a PNG takes a while: smaller chunks keep the bar moving and a kill cheap
@@ -75,14 +74,11 @@ def run_translate_file(args: argparse.Namespace, config: SearchConfig) -> int:
         recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize, workers)
         progress = RowProgress() if world.is_main else None
         try:
+            job = FileJob.of(recommender, args.input, args.output, args.column, args.format, config, args.batch_size,
+                             chunk_rows, args.attention_out, args.heatmaps)
             if world.size == 1:
-                summary = translate_file(recommender, args.input, args.output, args.column, args.format, config,
-                                         args.batch_size, chunk_rows=chunk_rows, resume=args.resume,
-                                         attention_out=args.attention_out, heatmaps=args.heatmaps, progress=progress)
+                summary = job.run(resume=args.resume, progress=progress)
             else:
-                job = FileJob(recommender, Path(args.input), Path(args.output), args.column, args.format, config,
-                              args.batch_size, chunk_rows, Path(args.attention_out) if args.attention_out else None,
-                              Path(args.heatmaps) if args.heatmaps else None)
                 summary = translate_shared(world, job, progress)
         finally:
             if progress is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from seq2seq.rul.catalog import sensor, sensor_alert
+from seq2seq.catalog import sensor, sensor_alert
 
 BASELINE_CYCLES = 20  # early cycles taken as the engine's healthy reference
 MIN_DEVIATION = 0.5  # |signed deviation| (training std) below which a sensor raises no alert

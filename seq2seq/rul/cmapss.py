@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from seq2seq.catalog import SENSORS
 from seq2seq.errors import DataError
 from seq2seq.files import read_lines
-from seq2seq.rul.catalog import SENSORS
 
 N_SETTINGS = 3
 N_SENSORS = len(SENSORS)  # 21

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from seq2seq.catalog import SENSORS
 from seq2seq.config import RulConfig
 from seq2seq.errors import CheckpointError, DataError
-from seq2seq.rul.catalog import SENSORS
 from seq2seq.rul.cmapss import Engine
 
 HEALTH_STATES = ("healthy", "degrading", "critical")  # index = class id

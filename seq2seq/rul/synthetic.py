@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from seq2seq.rul.catalog import sensor
+from seq2seq.catalog import sensor
 from seq2seq.rul.cmapss import Engine, write_cmapss, write_rul
 
 # One row per sensor 1..21: (baseline, noise std, drift at failure, engine offset std, decimals).

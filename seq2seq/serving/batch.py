@@ -72,9 +72,8 @@ def translate_file(recommender: Recommender, input_path: str | Path, output_path
     row. ``progress(done_rows, total_rows)`` is called after each chunk; the total comes from a line
     count when the input is seekable, else it is None.
     """
-    job = FileJob(recommender, Path(input_path), Path(output_path), column, fmt, search or SearchConfig(),
-                  batch_size, chunk_rows, Path(attention_out) if attention_out else None,
-                  Path(heatmaps) if heatmaps else None)
+    job = FileJob.of(recommender, input_path, output_path, column, fmt, search, batch_size, chunk_rows,
+                     attention_out, heatmaps)
     return job.run(resume=resume, progress=progress)
 
 
@@ -92,6 +91,16 @@ class FileJob:
     chunk_rows: int
     attention_out: Path | None
     heatmaps: Path | None
+
+    @classmethod
+    def of(cls, recommender: Recommender, input_path: str | Path, output_path: str | Path,
+           column: str | None = None, fmt: str | None = None, search: SearchConfig | None = None,
+           batch_size: int = 64, chunk_rows: int = 1024, attention_out: str | Path | None = None,
+           heatmaps: str | Path | None = None) -> FileJob:
+        """The job from what a user passes (paths as strings, no search meaning the default one)."""
+        return cls(recommender, Path(input_path), Path(output_path), column, fmt, search or SearchConfig(),
+                   batch_size, chunk_rows, Path(attention_out) if attention_out else None,
+                   Path(heatmaps) if heatmaps else None)
 
     def run(self, resume: bool = False, progress: Callable[[int, int | None], None] | None = None,
             part: slice | None = None, header: bool = True) -> BatchSummary:

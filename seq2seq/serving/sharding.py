@@ -8,6 +8,7 @@ the bytes of a one-process run. A split job is resumed in one process.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from collections.abc import Callable
@@ -54,8 +55,7 @@ def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | 
             part_path(path, world.rank).unlink(missing_ok=True)  # left by a killed job
     world.barrier()  # nobody writes before rank 0 has checked that the destinations are new
     attention = part_path(job.attention_out, world.rank) if job.attention_out is not None else None
-    mine = FileJob(job.recommender, job.input_path, part_path(job.output_path, world.rank), job.column, job.fmt,
-                   job.search, job.batch_size, job.chunk_rows, attention, job.heatmaps)
+    mine = dataclasses.replace(job, output_path=part_path(job.output_path, world.rank), attention_out=attention)
     summary = mine.run(progress=progress, part=world.share(total, job.chunk_rows), header=world.is_main)
     world.barrier()
     if world.is_main:
