@@ -62,7 +62,7 @@ import gradio as gr
 
 from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
-from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, MAX_BEAM, MAX_N_BEST, Handlers
+from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers
 from seq2seq.serving.smoke import smoke_test
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
@@ -105,17 +105,20 @@ def _alerts_tab(h: Handlers) -> None:
             n_best = gr.Slider(1, MAX_N_BEST, value=1, step=1, label="Alternatives shown (n-best)", elem_id="n-best")
             button = gr.Button("Recommend", variant="primary", elem_id="recommend")
     summary = gr.Markdown(elem_id="summary")
-    choice = gr.Dropdown(choices=[], label="Heatmaps of alert", elem_id="alert-choice", interactive=True)
+    with gr.Row():
+        choice = gr.Dropdown(choices=[], label="Heatmaps of alert", elem_id="alert-choice", interactive=True)
+        level = gr.Radio(list(LEVELS), value=LEVELS[0], label="Heatmap rows and columns", elem_id="heatmap-level",
+                         info="words as written, or the subword pieces the model reads and writes")
     plots = plot_slots(MAX_N_BEST, "Alignment of the shown recommendation", "Alternative", "heatmap")
     with gr.Accordion("JSON, as /recommend returns it", open=False):
         data = gr.JSON(elem_id="recommend-json")
     recommendations = gr.State()
     button.click(h.recommend, [text, translator, beam, n_best], [data, recommendations], api_name="recommend",
                  concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model").success(
-        h.show_recommendations, [data, recommendations], [summary, choice, *plots],
+        h.show_recommendations, [data, recommendations, level], [summary, choice, *plots],
         api_name="show_recommendations", api_visibility="private")
-    choice.input(h.show_alert, [recommendations, choice], plots, api_name="show_alert",
-                 api_visibility="private")
+    for control, name in ((choice, "show_alert"), (level, "show_alert_level")):
+        control.input(h.show_alert, [recommendations, choice, level], plots, api_name=name, api_visibility="private")
 
 
 def _engine_tab(h: Handlers) -> None:

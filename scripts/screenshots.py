@@ -6,7 +6,8 @@ Serves the app in this process on a free loopback port with the default models (
 ``runs/default/`` lacks them), drives Debian's Chromium with Playwright (ENVIRONMENT.md: no
 ``playwright install``) and writes, each a full-page PNG quantised to 256 colours to stay small:
 
-- ``ui-alerts.png``: two example alerts, beam 5 with three alternatives, the first alert's heatmaps;
+- ``ui-alerts.png``: two example alerts and an out-of-scope one, beam 5 with three alternatives, their
+  verdicts and past cases, the first alert's word-level heatmaps;
 - ``ui-engine-health.png``: the bundled engine with the longest history, its RUL, figures and alerts;
 - ``ui-batch.png``: an incident log (the first alerts of ``data/test.tsv``, column ``alert`` picked)
   translated, ready to download.
@@ -40,7 +41,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TIMEOUT_MS = 120_000
-ALERTS = ["hpc outlet temperature rising sharply", "leakage detected on hyd system"]
+ALERTS = ["hpc outlet temperature rising sharply", "leakage detected on hyd system", "kitchen sink drain blocked"]
 LOG_ROWS = 8
 
 

@@ -2,12 +2,18 @@
 
 ``from_dict`` builds any of them from plain data (a JSON config file, a checkpoint) and
 rejects unknown keys, so a misspelt option is an error rather than a silent default.
+
+Every number has its interval in ``RANGES`` (``[`` and ``]`` include the bound, ``(`` and ``)``
+exclude it); a record is checked against them when it is made, however it is made (flags, a JSON
+file, a checkpoint, code), so a value outside is a one-line ConfigError and never a traceback from
+deep inside training or an allocation that cannot succeed. NaN lies inside no interval.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +32,10 @@ class TokenizerConfig:
     joint: bool = True  # one vocabulary for source and target; False trains one each
     lowercase_source: bool = True  # alerts mean the same in any case; targets keep theirs
 
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -41,6 +51,10 @@ class ModelConfig:
     max_source_length: int = 100  # pieces; longer alerts are truncated with a warning
     src_vocab_size: int = 0  # set from the tokenizer at training time
     tgt_vocab_size: int = 0  # set from the tokenizer at training time
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,10 @@ class TrainConfig:
     precision: str = "auto"  # auto (fp16 on CUDA, fp32 on a CPU) | fp32 | bf16 | fp16: see precision.py
     max_target_length: int = 100  # pieces; longer training targets are skipped and counted
 
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
+
 
 @dataclass(frozen=True)
 class SearchConfig:
@@ -72,6 +90,10 @@ class SearchConfig:
     length_penalty: float = 1.0  # alpha of GNMT's ((5 + len) / 6) ** alpha; 0 = none
     max_length_ratio: float = 2.0  # maximum output pieces per source piece
     max_length_extra: int = 10  # pieces allowed beyond the ratio, for very short alerts
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
 
 
 @dataclass(frozen=True)
@@ -98,6 +120,78 @@ class RulConfig:
     seed: int = 1  # seeds initialisation, the engine split and shuffling
     device: str = "auto"  # auto | cpu | cuda
 
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
+
+
+MAX_WIDTH = 8192  # units of one layer: beyond any useful size for these models, refused before allocation
+MAX_BEAM_SIZE = 50  # wider beams cost time and memory in proportion and lower quality (Koehn and Knowles 2017)
+SEED = "[0, 4294967295]"  # numpy takes 32-bit seeds
+WIDTH = f"[1, {MAX_WIDTH}]"
+COUNT = "[0, 1000000]"  # patiences, validation counts, extra pieces
+MINUTES = "[0, inf)"  # a wall-clock budget; 0 = none
+RATE = "[0, 10]"  # 0 freezes the weights (a test of the loop around them)
+RANGES: dict[str, dict[str, str]] = {
+    "TokenizerConfig": {"vocab_size": "[5, 1000000]"},  # 4 special pieces and at least one more
+    "ModelConfig": {
+        "embed_size": WIDTH, "encoder_hidden": WIDTH, "decoder_hidden": WIDTH, "attention_hidden": WIDTH,
+        "num_layers": "[1, 16]", "dropout": "[0, 1)", "max_source_length": "[1, 10000]",
+        "src_vocab_size": "[0, 1000000]", "tgt_vocab_size": "[0, 1000000]"},
+    "TrainConfig": {
+        "epochs": "[1, 100000]", "max_minutes": MINUTES, "batch_tokens": "[1, 10000000]", "learning_rate": RATE,
+        "weight_decay": "[0, 10]", "warmup_steps": "[0, 1000000000]", "plateau_patience": COUNT,
+        "min_learning_rate": "[0, 10]", "clip_grad_norm": "(0, inf)", "label_smoothing": "[0, 1)",
+        "teacher_forcing": "[0, 1]", "patience": COUNT, "validate_every": "[0, 1000000000]", "seed": SEED,
+        "max_target_length": "[1, 10000]"},
+    "SearchConfig": {
+        "beam_size": f"[1, {MAX_BEAM_SIZE}]", "n_best": "[1, beam_size]", "length_penalty": "[0, 5]",
+        "max_length_ratio": "[0, 10]", "max_length_extra": "[0, 1000]"},
+    "RulConfig": {
+        "window": "[1, 10000]", "rul_cap": "[1, 100000]", "critical_below": "[0, 100000]",
+        "degrading_below": "(critical_below, 100000]", "conv_channels": WIDTH, "kernel_size": "[1, 99]",
+        "lstm_hidden": WIDTH, "lstm_layers": "[1, 16]", "attention_hidden": WIDTH, "dropout": "[0, 1)",
+        "health_weight": "[0, 100]", "epochs": "[1, 100000]", "max_minutes": MINUTES, "batch_size": "[1, 1000000]",
+        "learning_rate": RATE, "weight_decay": "[0, 10]", "plateau_patience": COUNT, "patience": COUNT,
+        "validation_engines": COUNT, "seed": SEED},
+}
+SECTIONS = {"TokenizerConfig": "tokenizer", "ModelConfig": "model", "TrainConfig": "train",
+            "SearchConfig": "search", "RulConfig": "rul"}
+_INTERVAL = re.compile(r"([\[(])([^,]+), ([^\])]+)([\])])")
+
+
+def range_problem(cls: type, values: dict[str, Any]) -> str | None:
+    """The first of ``values`` (a field left out: its default) outside its interval in RANGES, as
+    "dropout must be in [0, 1), got 1.5". A bound may name another field; a kernel size must be odd."""
+    for name, interval in RANGES[cls.__name__].items():
+        value = values.get(name, getattr(cls, name))
+        opening, low, high, closing = _INTERVAL.fullmatch(interval).groups()
+        low_value, high_value = _bound(low, cls, values), _bound(high, cls, values)
+        above = low_value <= value if opening == "[" else low_value < value
+        below = value <= high_value if closing == "]" else value < high_value
+        if not (above and below):
+            named = [f"{bound} is {_bound(bound, cls, values):g}" for bound in (low, high) if bound.isidentifier()
+                     and bound != "inf"]
+            return f"{name} must be in {interval}, got {value!r}" + (f" ({', '.join(named)})" if named else "")
+        if name == "kernel_size" and value % 2 == 0:
+            return f"kernel_size must be odd (for 'same' padding), got {value!r}"
+    return None
+
+
+def _bound(text: str, cls: type, values: dict[str, Any]) -> float:
+    """An interval's bound: a number ("inf" included) or the name of another field."""
+    try:
+        return float(text)
+    except ValueError:
+        return float(values.get(text, getattr(cls, text)))
+
+
+def check_ranges(config: object) -> None:
+    """ConfigError naming the section and the first field of ``config`` outside its interval."""
+    problem = range_problem(type(config), dataclasses.asdict(config))
+    if problem:
+        raise ConfigError(f"{SECTIONS[type(config).__name__]}: {problem}")
+
 
 def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     """Build ``cls`` from ``data``; an unknown key or a value of the wrong type is a ConfigError."""
@@ -121,6 +215,9 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
         if isinstance(default, str) and not isinstance(value, str):
             raise ConfigError(f"{where}: {name} must be a string, got {value!r}")
         values[name] = value
+    problem = range_problem(cls, values)
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
     return cls(**values)
 
 

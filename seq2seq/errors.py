@@ -24,6 +24,13 @@ class CheckpointError(Seq2SeqError):
     """A missing, truncated, corrupt or incompatible checkpoint file."""
 
 
+def shown(text: str) -> str:
+    """``text`` from a user's file made safe to print in a message: every character a terminal would not
+    print as itself (an ANSI escape, a carriage return, a bell, a C1 code, a bidirectional override) is
+    written as its Python escape, e.g. ``\\x1b``, so a file cannot rewrite the user's screen."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def file_error(path: object, err: OSError) -> DataError:
     """The one-line DataError for a user's file that cannot be opened or read."""
     if isinstance(err, FileNotFoundError):

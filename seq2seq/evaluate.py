@@ -1,15 +1,21 @@
-"""Corpus scores through sacrebleu: BLEU, chrF and TER, each with its signature."""
+"""Corpus scores through sacrebleu: BLEU, chrF and TER, each with its signature; scores of the answers
+the model is surest of (selective evaluation); and the fitting of trust on a dev split."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import ParallelCorpus
+from seq2seq.memory import CaseMemory
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.tokenizer import normalize
+from seq2seq.trust import FLAG_RATE, TrustModel, fit_trust
+
+COVERAGES = (1.0, 0.9, 0.8, 0.6, 0.4)
 
 
 @dataclass(frozen=True)
@@ -52,3 +58,33 @@ def evaluate_corpus(recommender: Recommender, corpus: ParallelCorpus, config: Se
 def score_recommendations(recommendations: list[Recommendation], corpus: ParallelCorpus) -> Scores:
     """Scores of one recommendation per example of ``corpus``, in its order, against its targets."""
     return score_corpus([r.text for r in recommendations], [example.target for example in corpus.examples])
+
+
+def selective_scores(recommendations: list[Recommendation], corpus: ParallelCorpus,
+                     coverages: tuple[float, ...] = COVERAGES) -> list[dict[str, float]]:
+    """BLEU and chrF of the share ``coverage`` of sentences with the highest trust, for each coverage.
+
+    Ties in trust keep corpus order (a stable sort), so the selection is reproducible.
+    """
+    trust = np.array([r.trust if r.trust is not None else -1.0 for r in recommendations])
+    order = np.argsort(-trust, kind="stable")
+    rows = []
+    for coverage in coverages:
+        kept = sorted(order[:max(1, round(coverage * len(order)))].tolist())
+        scores = score_corpus([recommendations[i].text for i in kept], [corpus.examples[i].target for i in kept])
+        rows.append({"coverage": coverage, "bleu": scores.bleu, "chrf": scores.chrf})
+    return rows
+
+
+def fit_case_memory(recommender: Recommender, train: ParallelCorpus, dev: ParallelCorpus,
+                    flag_rate: float = FLAG_RATE) -> tuple[CaseMemory, TrustModel]:
+    """The case memory of ``train`` and the trust model fitted on greedy answers to ``dev`` (seq2seq.trust)."""
+    memory = CaseMemory([e.source for e in train.examples], [e.target for e in train.examples])
+    judged = Recommender(recommender.model, recommender.tokenizer, recommender.device, memory=memory)
+    examples = [e for e in dev.examples if e.source.strip()]
+    answers = judged.recommend([e.source for e in examples], SearchConfig(), batch_size=128)
+    kept = [(r, e) for r, e in zip(answers, examples, strict=True) if r.candidates]
+    _, signals = judged.signals([r for r, _ in kept])
+    chrf = CHRF()
+    good = [chrf.sentence_score(r.text, [normalize(e.target)]).score for r, e in kept]
+    return memory, fit_trust(signals, good, flag_rate)

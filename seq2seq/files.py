@@ -14,6 +14,12 @@ Formats:
 - JSONL: one JSON object per line.
 
 Blank lines are not records in any of them.
+
+Every reader first looks at the file's opening bytes (``check_text``): UTF-16 or UTF-32 text and binary
+files are refused with one line saying so, rather than read as garbage. No line is held in memory beyond
+``MAX_LINE_BYTES`` (``bounded_lines``), so an endless line cannot exhaust memory: a whole-file reader
+refuses a longer line, the batch job flags it as a bad row. Text from a file that goes into a message
+is passed through ``errors.shown``, so its control bytes cannot reach the terminal.
 """
 
 from __future__ import annotations
@@ -22,10 +28,17 @@ import codecs
 import csv
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, ClassVar
 
-from seq2seq.errors import DataError, file_error
+from seq2seq.errors import DataError, file_error, shown
+
+MAX_LINE_BYTES = 1 << 17  # csv's own field limit: far beyond any alert, and it bounds the memory of a line
+SNIFF_BYTES = 4096  # opening bytes looked at to tell text from UTF-16/32 and binary files
+_WIDE_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32 LE's mark starts
+               (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))  # like UTF-16 LE's: test it first
 
 
 def open_binary(path: Path, mode: str) -> BinaryIO:
@@ -36,35 +49,88 @@ def open_binary(path: Path, mode: str) -> BinaryIO:
         raise file_error(path, err) from None
 
 
+def make_folder(path: Path) -> None:
+    """Create the folder ``path`` and its parents; a file in the way is a one-line DataError naming it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocking = next(p for p in (path, *path.parents) if p.exists() and not p.is_dir())
+        raise DataError(f"{blocking}: is a file, but {path} needs it to be a folder") from None
+    except OSError as err:
+        raise file_error(path, err) from None
+
+
 def utf8_fault(raw: bytes, err: UnicodeDecodeError) -> str:
     """What is wrong with a line that is not UTF-8: "not valid UTF-8 (byte 0xff at column 5)"."""
     column = len(raw[: err.start].decode("utf-8", "replace")) + 1
     return f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {column})"
 
 
+def check_text(path: Path, head: bytes) -> None:
+    """DataError when ``head``, the opening bytes of ``path``, shows it is not UTF-8 text: a UTF-16 or
+    UTF-32 byte-order mark, or a NUL byte (no text format here holds one: UTF-16 without a mark, or a
+    binary file such as a checkpoint or a spreadsheet)."""
+    for mark, encoding in _WIDE_MARKS:
+        if head.startswith(mark):
+            raise DataError(f"{path}: {encoding} text (byte-order mark {mark.hex(' ')}), not UTF-8; save it as UTF-8")
+    if b"\0" in head:
+        line = head.count(b"\n", 0, head.index(b"\0")) + 1
+        raise DataError(f"{path}: not UTF-8 text (a NUL byte on line {line}: UTF-16 without a byte-order mark, "
+                        "or a binary file)")
+
+
+@dataclass(frozen=True)
+class LongLine:
+    """A line over ``MAX_LINE_BYTES``, read in pieces and dropped; whether it holds an odd number of quotes
+    tells a CSV reader whether a quoted field is open after it."""
+
+    odd_quotes: bool
+    FAULT: ClassVar[str] = f"line longer than {MAX_LINE_BYTES} bytes"
+
+    def fault(self) -> str:
+        return f"{self.FAULT}; not read"
+
+
+def bounded_lines(file: BinaryIO, limit: int = MAX_LINE_BYTES) -> Iterator[bytes | LongLine]:
+    """Physical lines of ``file`` with their endings; a line over ``limit`` bytes (its ending aside) comes as
+    a LongLine, its bytes read ``limit`` at a time and dropped, so memory stays bounded on an endless line."""
+    while raw := file.readline(limit + 1):
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw
+            continue
+        quotes = raw.count(b'"')
+        while (piece := file.readline(limit)) and not piece.endswith(b"\n"):
+            quotes += piece.count(b'"')
+        yield LongLine((quotes + piece.count(b'"')) % 2 == 1)
+
+
 def read_lines(path: Path) -> list[str]:
-    """Physical lines of a UTF-8 file without their endings (a BOM is dropped); a bad byte is a DataError."""
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise file_error(path, err) from None
-    raw_lines = data.removeprefix(codecs.BOM_UTF8).split(b"\n")
-    if raw_lines[-1] == b"":
-        raw_lines.pop()
-    lines = []
-    for number, raw in enumerate(raw_lines, 1):
-        raw = raw.removesuffix(b"\r")
+    """Physical lines of a UTF-8 file without their endings (a BOM is dropped); a bad byte or a line over
+    ``MAX_LINE_BYTES`` is a DataError."""
+    with open_binary(path, "rb") as file:
         try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as err:
-            raise DataError(f"{path}: line {number}: {utf8_fault(raw, err)}") from None
+            check_text(path, file.peek(SNIFF_BYTES)[:SNIFF_BYTES])
+            lines = []
+            for number, raw in enumerate(bounded_lines(file), 1):
+                if isinstance(raw, LongLine):
+                    raise DataError(f"{path}: line {number}: {raw.fault()}")
+                raw = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
+                raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+                try:
+                    lines.append(raw.decode("utf-8"))
+                except UnicodeDecodeError as err:
+                    raise DataError(f"{path}: line {number}: {utf8_fault(raw, err)}") from None
+        except OSError as err:
+            raise file_error(path, err) from None
     return lines
 
 
 def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...], where: str, what: str,
                   taken: tuple[str, ...] = ()) -> str:
     """The name in ``found`` for ``wanted``, else for the first of ``defaults`` present, else the only
-    name not ``taken``: exact names first, then ignoring case. A DataError lists the names found."""
+    name not ``taken``: exact names first, then ignoring case. A DataError lists the names found; a
+    name found twice is a DataError (which of the two was meant cannot be told)."""
+    check_distinct_names(found, where, what)
     names = (wanted,) if wanted is not None else defaults
     for same in (str.__eq__, lambda a, b: a.casefold() == b.casefold()):
         for name in names:
@@ -74,7 +140,17 @@ def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...
     free = [name for name in found if name not in taken]
     if wanted is None and len(free) == 1:
         return free[0]
-    raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {', '.join(found)})")
+    raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {shown(', '.join(found))})")
+
+
+def check_distinct_names(found: list[str], where: str, what: str) -> None:
+    """DataError naming the first name in ``found`` that appears twice (after trimming spaces)."""
+    seen: dict[str, int] = {}
+    for index, name in enumerate(found, 1):
+        if name.strip() in seen:
+            raise DataError(f"{where}: {what} {shown(name.strip())!r} appears twice ({what}s {seen[name.strip()]} "
+                            f"and {index}); rename one")
+        seen[name.strip()] = index
 
 
 def split_tsv(line: str) -> list[str]:
@@ -130,12 +206,18 @@ def json_objects(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict]]
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=partial(_object, where=f"{path}: line {number}"))
         except json.JSONDecodeError as err:
             raise DataError(f"{path}: line {number}: invalid JSON ({err.msg} at column {err.colno})") from None
         if not isinstance(record, dict):
             raise DataError(f"{path}: line {number}: expected a JSON object, found {json_type(record)}")
         yield number, record
+
+
+def _object(pairs: list[tuple[str, object]], where: str) -> dict:
+    """A JSON object whose keys are distinct: json would keep the last of two equal keys without a word."""
+    check_distinct_names([key for key, _ in pairs], where, "key")
+    return dict(pairs)
 
 
 def string_value(record: dict, key: str) -> tuple[str | None, str]:

@@ -65,8 +65,6 @@ def build_model(config: ModelConfig) -> Seq2Seq:
     if config.tie_embeddings and config.embed_size != config.decoder_hidden:
         raise ConfigError(f"model: tie_embeddings needs embed_size ({config.embed_size}) == "
                           f"decoder_hidden ({config.decoder_hidden})")
-    if config.num_layers < 1:
-        raise ConfigError(f"model: num_layers must be at least 1, got {config.num_layers}")
     encoder = Encoder(config.src_vocab_size, config.embed_size, config.encoder_hidden, config.num_layers,
                       config.dropout)
     memory = encoder.memory_size

@@ -6,24 +6,32 @@ tests alike, so every path normalises, truncates, batches and decodes in exactly
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from seq2seq.checkpoint import load_model
 from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.data import source_batch, truncate_source
-from seq2seq.errors import ConfigError
+from seq2seq.errors import CheckpointError, ConfigError
 from seq2seq.fast.folding import fold_embeddings
 from seq2seq.fast.quantize import quantize_int8
+from seq2seq.memory import Case, CaseMemory
 from seq2seq.model import Seq2Seq
 from seq2seq.search import Hypothesis, search
-from seq2seq.tokenizer import EOS_ID, Tokenizer
+from seq2seq.tokenizer import EOS_ID, UNK_ID, Tokenizer
+from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, TrustModel, features
+
+SIMILAR = 3  # past cases returned per alert unless asked otherwise
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,12 +47,16 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """The answer for one alert: candidates best first (none for an empty alert)."""
+    """The answer for one alert: candidates best first (none for an empty alert), how far to trust the
+    first, and the most similar past cases (seq2seq.trust, seq2seq.memory)."""
 
     alert: str
     source_pieces: list[str]
     candidates: list[Candidate] = field(default_factory=list)
     warning: str | None = None  # e.g. "empty alert" or "alert truncated from 140 to 100 pieces"
+    trust: float | None = None  # in [0, 1]; None for an empty alert
+    verdict: str | None = None  # one of seq2seq.trust.VERDICTS; None for an empty alert
+    similar: list[Case] = field(default_factory=list)  # most similar first
 
     @property
     def text(self) -> str:
@@ -59,8 +71,10 @@ class Recommender:
     """A trained translator in evaluation mode, with its tokenizer."""
 
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, device: str | torch.device = "cpu",
-                 quantize: bool = False, workers: int = 1) -> None:
-        """``workers`` > 1 decodes that many batches at once, each in its own thread (see ``recommend``)."""
+                 quantize: bool = False, workers: int = 1, memory: CaseMemory | None = None,
+                 trust: TrustModel | None = None) -> None:
+        """``workers`` > 1 decodes that many batches at once, each in its own thread (see ``recommend``).
+        Without ``memory`` and ``trust`` no past cases are shown and trust is the per-piece probability."""
         if workers < 1:
             raise ConfigError(f"workers must be at least 1, got {workers}")
         self.workers = workers
@@ -71,12 +85,17 @@ class Recommender:
         self.decoding_model = fold_embeddings(self.model)  # embeddings folded into per-token tables (folding.py)
         self.quantized = quantize
         self.tokenizer = tokenizer
+        self.memory, self.trust_model = memory, trust
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu", quantize: bool = False,
                         workers: int = 1) -> Recommender:
-        model, tokenizer, _ = load_model(path)
-        return cls(model, tokenizer, device, quantize, workers)
+        model, tokenizer, payload = load_model(path)
+        memory, trust = read_memory(payload, path)
+        if memory is None:
+            log.warning("%s: no case memory (trained before cases were kept): no past cases and no out-of-scope "
+                        "verdicts; retrain to add them", path)
+        return cls(model, tokenizer, device, quantize, workers, memory, trust)
 
     @property
     def max_source_length(self) -> int:
@@ -88,6 +107,8 @@ class Recommender:
         pieces = self.tokenizer.source_pieces(alert)
         if len(ids) <= 1:
             return [], [], "empty alert"
+        if all(i == UNK_ID or not piece.strip("▁") for i, piece in zip(ids[:-1], pieces, strict=False)):
+            return [], [], "no word of the alert is known to the model; no recommendation"  # a guess from nothing
         limit = self.max_source_length
         if len(ids) <= limit:
             return ids, pieces, None
@@ -95,8 +116,9 @@ class Recommender:
         return truncate_source(ids, limit), truncate_source(pieces, limit), warning
 
     def recommend(self, alerts: list[str], config: SearchConfig | None = None,
-                  batch_size: int = 64) -> list[Recommendation]:
-        """Recommendations in input order; length-sorted batches are decoded together.
+                  batch_size: int = 64, similar: int = SIMILAR) -> list[Recommendation]:
+        """Recommendations in input order, each with its trust, verdict and ``similar`` past cases;
+        length-sorted batches are decoded together.
 
         With ``workers`` > 1 the batches are shared out to that many threads. Each batch's result
         is the same as alone; on a CPU it pays when each thread's operations run on one core
@@ -113,8 +135,33 @@ class Recommender:
             for i, hyps in zip(chunk, hypotheses, strict=True):
                 _ids, pieces, warning = encoded[i]
                 results[i] = Recommendation(alerts[i], pieces, [self._candidate(h) for h in hyps], warning)
-        return [result or Recommendation(alert, [], [], encoded[i][2])
+        answered = self._judge([r for r in results if r is not None], similar)
+        return [next(answered) if result else Recommendation(alert, [], [], encoded[i][2])
                 for i, (alert, result) in enumerate(zip(alerts, results, strict=True))]
+
+    def _judge(self, answered: list[Recommendation], similar: int) -> Iterator[Recommendation]:
+        """The recommendations with trust, verdict and past cases (seq2seq.trust)."""
+        best = [r.candidates[0] for r in answered]
+        if self.memory is None or self.trust_model is None:
+            for r, c in zip(answered, best, strict=True):
+                trust = math.exp(c.log_prob / max(1, len(c.target_pieces)))
+                yield replace(r, trust=trust, verdict="confident" if trust >= 0.5 else "uncertain")
+            return
+        cases, signals = self.signals(answered, max(similar, TRUST_NEIGHBOURS))
+        trust = self.trust_model.trust(signals)
+        nearest = signals[:, FEATURES.index("nearest_similarity")]
+        for r, found, t, s in zip(answered, cases, trust.tolist(), nearest.tolist(), strict=True):
+            yield replace(r, trust=t, verdict=self.trust_model.verdict(t, s), similar=found[:similar])
+
+    def signals(self, answered: list[Recommendation], k: int = TRUST_NEIGHBOURS) -> tuple[list[list[Case]], np.ndarray]:
+        """The ``k`` nearest past cases of each answered alert and the trust FEATURES of its best candidate."""
+        if self.memory is None:
+            raise ConfigError("trust signals need a case memory")
+        best = [r.candidates[0] for r in answered]
+        cases = self.memory.nearest([r.alert for r in answered], k)
+        agreement = self.memory.agreement([c.text for c in best], [found[:TRUST_NEIGHBOURS] for found in cases])
+        return cases, features([c.log_prob for c in best], [len(c.target_pieces) for c in best],
+                               [found[0].similarity for found in cases], agreement)
 
     def translate(self, alerts: list[str], config: SearchConfig | None = None, batch_size: int = 64) -> list[str]:
         """Best recommendation text per alert ("" for an empty alert)."""
@@ -139,3 +186,14 @@ class Recommender:
         ids = hyp.tokens + ([EOS_ID] if hyp.attention.size(0) > len(hyp.tokens) else [])
         return Candidate(self.tokenizer.decode_target(hyp.tokens), hyp.score,
                          self.tokenizer.target_pieces(ids), hyp.attention, hyp.log_prob)
+
+
+def read_memory(payload: dict, path: str | Path) -> tuple[CaseMemory | None, TrustModel | None]:
+    """The case memory and trust model a checkpoint carries (None, None for one written before them)."""
+    if "memory" not in payload:
+        return None, None
+    state = payload["memory"]
+    if not isinstance(state, dict) or not {"cases", "trust"} <= set(state):
+        raise CheckpointError(f"{path}: memory must hold cases and trust")
+    return (CaseMemory.from_state_dict(state["cases"], f"{path}: memory cases"),
+            TrustModel.from_state_dict(state["trust"], f"{path}: memory trust"))

@@ -27,14 +27,15 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from seq2seq.checkpoint import count_parameters, read_checkpoint, restore, save_checkpoint
+from seq2seq.checkpoint import add_memory, count_parameters, load_model, read_checkpoint, restore, save_checkpoint
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate
 from seq2seq.distributed import ONE_PROCESS, World
 from seq2seq.errors import ConfigError
-from seq2seq.evaluate import Scores, score_corpus
+from seq2seq.evaluate import Scores, fit_case_memory, score_corpus
 from seq2seq.fast.precision import autocast_dtype
+from seq2seq.files import make_folder
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.optimizer import TrainStep
 from seq2seq.recommender import Recommender
@@ -61,8 +62,10 @@ class Trainer:
 
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, train_set: ParallelDataset,
                  dev: ParallelCorpus, config: TrainConfig, output_dir: Path, device: torch.device,
-                 log: Callable[[str], None], world: World = ONE_PROCESS) -> None:
+                 log: Callable[[str], None], world: World = ONE_PROCESS, cases: ParallelCorpus | None = None) -> None:
+        """``cases``: the training pairs kept in best.pt as its case memory when training ends."""
         self.model, self.tokenizer, self.train_set, self.dev = model.to(device), tokenizer, train_set, dev
+        self.cases = cases
         self.config, self.output_dir, self.device, self.log, self.world = config, output_dir, device, log, world
         self.update = TrainStep(self.model, config, device, world)
         self.report = TrainingReport(output_dir, log, world.is_main)
@@ -105,10 +108,22 @@ class Trainer:
             self.save("last.pt")  # Ctrl-C loses nothing: --resume continues from this batch
             raise
         self.save("last.pt")
+        self.keep_cases()
         epochs = self.state["epoch"] + self.state["batches_done"] / max(1, len(self.sampler) // self.world.size)
         return TrainResult(self.state["best_bleu"], self.state["best_step"], self.state["step"], epochs,
                            time.monotonic() - started, self.tokens_per_second(), stopped,
                            count_parameters(self.model))
+
+    def keep_cases(self) -> None:
+        """Store the case memory and the trust model fitted on the dev split in best.pt (seq2seq.trust)."""
+        best = self.output_dir / "best.pt"
+        if not (self.world.is_main and self.cases is not None and best.exists()):
+            return
+        model, tokenizer, _ = load_model(best)
+        memory, trust = fit_case_memory(Recommender(model, tokenizer, self.device), self.cases, self.dev)
+        add_memory(best, {"cases": memory.state_dict(), "trust": trust.state_dict()})
+        self.log(f"kept {len(memory)} past cases in {best}; out of scope below similarity "
+                 f"{trust.scope_threshold:.3f} (flags {trust.flag_rate:.0%} of dev)")
 
     def tokens_per_second(self) -> float:
         """Target tokens of all processes over the longest per-process training time (a collective)."""
@@ -236,7 +251,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         torch.manual_seed(train_config.seed + RANK_SEED_STRIDE * world.rank)
     train_set = ParallelDataset(train.examples, tokenizer, model.config.max_source_length,
                                 train_config.max_target_length)
-    trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world)
+    trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world, train)
     if payload is not None:
         trainer.load_training_state(payload["training_state"])
         log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {trainer.state['best_bleu']:.2f})")
@@ -254,7 +269,7 @@ def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:
     if overwrite:
         for name in ("best.pt", "last.pt", "metrics.jsonl"):
             (output_dir / name).unlink(missing_ok=True)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(output_dir)
 
 
 def shared_tokenizer(train: ParallelCorpus, config: TokenizerConfig, world: World) -> Tokenizer:

@@ -291,3 +291,23 @@ def launch(demo) -> str:
     _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
                             quiet=True, max_file_size=gradio_app.MAX_FILE_SIZE)
     return url
+
+
+# -- hostile input ----------------------------------------------------------------------------------
+def assert_one_line_error(result: CliResult, *words: str) -> str:
+    """The result is ``seq2seq: error: ...`` on one stderr line (no traceback) with exit status 2, naming ``words``.
+
+    Lines count as a terminal shows them: a progress bar overwritten by a carriage return is gone."""
+    assert result.status == 2, (result.status, result.stderr)
+    seen = [text for line in result.stderr.split("\n") if (text := line.rsplit("\r", 1)[-1]).strip()]
+    assert len(seen) == 1, result.stderr
+    line = seen[0]
+    assert line.startswith("seq2seq: error: "), line
+    for word in words:
+        assert word in line, (word, line)
+    return line
+
+
+def file_states(*paths: Path) -> dict[Path, bytes | None]:
+    """The bytes of each path (None when absent), to assert afterwards that a refused job changed nothing."""
+    return {path: path.read_bytes() if path.is_file() else None for path in paths}

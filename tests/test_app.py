@@ -63,6 +63,14 @@ def assert_well_formed(item: dict) -> None:
         assert 0.0 < candidate["confidence"] <= 1.0
     scores = [candidate["score"] for candidate in candidates]
     assert scores == sorted(scores, reverse=True)
+    for candidate in candidates:  # each n-best entry has its own word-level matrix, rows summing to 1
+        words = candidate["word_attention"]
+        assert len(words) == len(candidate["target_words"]) <= len(candidate["target_pieces"])
+        assert all(len(row) == len(candidate["source_words"]) for row in words)
+        assert all(sum(row) == pytest.approx(1.0, abs=1e-3) for row in words)
+    assert 0.0 <= item["trust"] <= 1.0 and item["verdict"] in ("confident", "uncertain", "out-of-scope")
+    similar = [case["similarity"] for case in item["similar"]]
+    assert similar and similar == sorted(similar, reverse=True) and all(0.0 <= s <= 1.0 for s in similar)
 
 
 def test_recommend_returns_attention_matrices_shaped_by_the_pieces(client):
@@ -104,6 +112,15 @@ def test_an_over_long_alert_is_truncated_with_a_warning_in_the_answer(client):
 def test_empty_or_over_long_input_gives_a_readable_error(client, text, message):
     with pytest.raises(AppError, match=message):
         client.predict(text, "tiny", 1, 1, api_name="/recommend")
+
+
+@pytest.mark.parametrize("inputs, message", [
+    (("pump vibration high", ["tiny"], 1, 1), "Unknown translator"),
+    (("pump vibration high", None, 1, 1), "Unknown translator"),
+])
+def test_inputs_of_the_wrong_type_get_a_readable_error_not_a_null_one(client, inputs, message):
+    with pytest.raises(AppError, match=message):
+        client.predict(*inputs, api_name="/recommend")
 
 
 def test_engine_health_gives_rul_health_alerts_and_one_recommendation_per_alert(client, tiny):

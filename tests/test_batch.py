@@ -14,7 +14,9 @@ from seq2seq.config import SearchConfig
 from seq2seq.errors import DataError
 from seq2seq.recommender import Recommender
 from seq2seq.serving.batch import BatchSummary, translate_file
+from seq2seq.serving.destinations import record_path
 
+JUDGED = ["trust", "verdict", "similar_action"]  # how far to trust each row (seq2seq.trust)
 LONG_ALERT = " ".join(["compressor temperature high"] * 4)  # over MAX_SOURCE_LENGTH pieces
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,7 @@ def stop_after(rows: int):
 def test_csv_output_keeps_every_column_and_row_in_order_with_quoting_intact(recommender, tmp_path):
     summary = translate_file(recommender, csv_input(tmp_path), tmp_path / "out.csv")
     rows = read_csv(tmp_path / "out.csv")
-    assert list(rows[0]) == ["id", "source", "note", "recommendation", "score", "error"]
+    assert list(rows[0]) == ["id", "source", "note", "recommendation", "score", *JUDGED, "error"]
     assert [(r["id"], r["source"], r["note"]) for r in rows] == [(str(i), a, n) for i, (a, n) in
                                                                  enumerate(zip(LOG_ALERTS, LOG_NOTES, strict=True))]
     assert [r["recommendation"] for r in rows] == recommender.translate(LOG_ALERTS)
@@ -55,7 +57,7 @@ def test_tsv_output_keeps_bare_quotes_and_is_read_without_quote_processing(recom
     path.write_text("".join(f"{alert}\t{note}\n" for alert, note in pairs), encoding="utf-8")
     translate_file(recommender, path, tmp_path / "out.tsv")
     lines = [line.split("\t") for line in (tmp_path / "out.tsv").read_text(encoding="utf-8").splitlines()]
-    assert lines[0] == ["problem", "note", "recommendation", "score", "error"]
+    assert lines[0] == ["problem", "note", "recommendation", "score", *JUDGED, "error"]
     assert [line[:2] for line in lines[1:]] == [list(pair) for pair in zip(LOG_ALERTS, notes, strict=True)]
     assert [line[2] for line in lines[1:]] == recommender.translate(LOG_ALERTS)
 
@@ -75,8 +77,9 @@ def test_jsonl_output_keeps_every_key_of_each_object_and_adds_the_new_ones(recom
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     translate_file(recommender, path, tmp_path / "out.jsonl")
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert [{k: v for k, v in w.items() if k not in ("recommendation", "score", "error")} for w in written] == records
-    assert [list(w)[-3:] for w in written] == [["recommendation", "score", "error"]] * len(records)
+    added = ["recommendation", "score", *JUDGED, "error"]
+    assert [{k: v for k, v in w.items() if k not in added} for w in written] == records
+    assert [list(w)[-len(added):] for w in written] == [added] * len(records)
     assert [w["recommendation"] for w in written] == recommender.translate(LOG_ALERTS)
 
 
@@ -105,7 +108,7 @@ def test_n_best_adds_numbered_recommendation_and_score_columns(recommender, tmp_
     search = SearchConfig(beam_size=3, n_best=2)
     translate_file(recommender, csv_input(tmp_path), tmp_path / "out.csv", search=search)
     rows = read_csv(tmp_path / "out.csv")
-    assert list(rows[0])[3:] == ["recommendation", "score", "recommendation_2", "score_2", "error"]
+    assert list(rows[0])[3:] == ["recommendation", "score", "recommendation_2", "score_2", *JUDGED, "error"]
     for row, result in zip(rows, recommender.recommend(LOG_ALERTS, search), strict=True):
         assert [row["recommendation"], row["recommendation_2"]] == [c.text for c in result.candidates]
 
@@ -156,7 +159,8 @@ def test_jsonl_rows_with_a_missing_or_non_string_alert_get_an_error(recommender,
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [w["error"] for w in written] == ["", "no key 'source'", "'source' must be a string, found a number",
                                              "empty alert"]
-    assert written[1] == {"other": 1, "recommendation": "", "score": None, "error": "no key 'source'"}
+    assert written[1] == {"other": 1, "recommendation": "", "score": None, "trust": None, "verdict": "",
+                          "similar_action": "", "error": "no key 'source'"}
 
 
 # batching
@@ -240,6 +244,7 @@ def test_a_row_cut_anywhere_by_a_kill_is_rewritten_on_resume(recommender, tmp_pa
     whole, part = tmp_path / f"whole.{fmt}", tmp_path / f"part.{fmt}"
     translate_file(recommender, source, whole, batch_size=1)
     data = whole.read_bytes()
+    record_path(part).write_bytes(record_path(whole).read_bytes())  # the record a killed job leaves
     inside_quotes = data.index(b"two") + 4  # in CSV, within the quoted two-line field of row 4
     for cut in sorted({*range(0, len(data), 7), inside_quotes}):
         part.write_bytes(data[:cut])
@@ -272,7 +277,7 @@ def test_existing_output_without_resume_is_an_error_and_is_left_alone(recommende
 def test_resuming_another_jobs_output_is_an_error(recommender, tmp_path):
     output = tmp_path / "out.csv"
     translate_file(recommender, csv_input(tmp_path), output)
-    with pytest.raises(DataError, match="header is not this job's"):
+    with pytest.raises(DataError, match="written by another job \\(other search\\)"):
         translate_file(recommender, csv_input(tmp_path), output, search=SearchConfig(beam_size=2, n_best=2),
                        resume=True)
 

@@ -11,9 +11,24 @@ from pathlib import Path
 
 import pytest
 import torch
-from support import EPOCHS, MAX_SOURCE_LENGTH, TINY_PAIRS, TinyRun, run_cli, train_args, trained, training_threads, tsv
+from support import (
+    EPOCHS,
+    MAX_SOURCE_LENGTH,
+    TINY_PAIRS,
+    TinyRun,
+    assert_one_line_error,
+    run_cli,
+    tiny_data,
+    train_args,
+    trained,
+    training_threads,
+    tsv,
+)
 
 from seq2seq.attention import ATTENTION_NAMES
+from seq2seq.corpus import read_parallel
+from seq2seq.evaluate import score_corpus, selective_scores
+from seq2seq.files import MAX_LINE_BYTES
 from seq2seq.recommender import Recommender
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,16 +60,6 @@ def resumed(run, tmp_path_factory) -> dict[str, dict]:
 
 def translate(run: TinyRun, lines: bytes, *options: str):
     return run_cli("translate", "--model", str(run.best), *options, stdin=lines)
-
-
-def assert_one_line_error(result, *names: str) -> str:
-    assert result.status == 2
-    assert len(result.error_lines) == 1, result.stderr
-    line = result.error_lines[0]
-    assert line.startswith("seq2seq: error: ")
-    for name in names:
-        assert name in line, line
-    return line
 
 
 def tiny_train_command(tmp_path: Path, run: TinyRun, train: Path, *options: str) -> list[str]:
@@ -223,6 +228,40 @@ def test_evaluate_json_prints_one_object_with_scores_signatures_and_count(run):
     assert all(type(report[name]) is float for name in ("bleu", "chrf", "ter"))
     assert set(report["signature"]) == {"bleu", "chrf", "ter"}
     assert type(report["n"]) is int and report["n"] == len(TINY_PAIRS)
+    selective = report["selective"]
+    assert [row["coverage"] for row in selective] == [1.0, 0.9, 0.8, 0.6, 0.4]
+    assert (selective[0]["bleu"], selective[0]["chrf"]) == pytest.approx((report["bleu"], report["chrf"]))
+
+
+def test_selective_scores_keep_the_most_trusted_share(recommender, run):
+    corpus = read_parallel(run.data.dev)
+    answers = recommender.recommend([e.source for e in corpus.examples])
+    rows = selective_scores(answers, corpus, (1.0, 0.5))
+    most_trusted = sorted(range(len(answers)), key=lambda i: -answers[i].trust)[:round(len(answers) / 2)]
+    half = score_corpus([answers[i].text for i in sorted(most_trusted)],
+                        [corpus.examples[i].target for i in sorted(most_trusted)])
+    assert rows[1] == {"coverage": 0.5, "bleu": half.bleu, "chrf": half.chrf}
+
+
+def test_translate_json_gives_one_object_per_line_with_trust_verdict_and_past_cases(run):
+    alerts = ["pump vibration high", "", "the quick brown fox"]
+    result = translate(run, "\n".join(alerts).encode() + b"\n", "--json", "--similar", "2")
+    assert result.status == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout_lines]
+    assert [line["alert"] for line in lines] == alerts
+    first = lines[0]
+    assert {"recommendation", "score", "trust", "verdict", "similar"} <= set(first)
+    assert first["verdict"] in ("confident", "uncertain", "out-of-scope") and 0.0 <= first["trust"] <= 1.0
+    assert [set(case) for case in first["similar"]] == [{"alert", "action", "similarity"}] * 2
+    assert first["similar"][0] == {"alert": "pump vibration high", "action": "inspect pump bearings",
+                                   "similarity": pytest.approx(1.0, abs=1e-4)}
+    assert (lines[1]["recommendation"], lines[1]["verdict"], lines[1]["similar"]) == ("", None, [])
+    assert lines[2]["verdict"] == "out-of-scope"
+
+
+def test_translate_json_with_a_file_is_a_one_line_error(run, tmp_path):
+    assert_one_line_error(translate(run, b"", "--json", "--input", str(run.data.dev), "--output",
+                                    str(tmp_path / "o.tsv")), "--json")
 
 
 def test_evaluate_writes_the_hypotheses_it_scored(run, recommender, tmp_path):
@@ -301,3 +340,28 @@ def test_python_m_seq2seq_error_exits_2_with_one_stderr_line_and_no_traceback(ru
     assert process.returncode == 2
     assert process.stdout == ""
     assert process.stderr.splitlines() == [f"seq2seq: error: {missing}: checkpoint not found"]
+
+
+@pytest.mark.parametrize("stdin", [
+    b"pump vibration high\rbelt worn\rfan speed low\r",  # old Mac endings
+    b"pump vibration high\r\nbelt worn\nfan speed low",  # mixed, no final line break
+])
+def test_every_line_ending_on_stdin_ends_an_alert(run, recommender, stdin):
+    result = translate(run, stdin)
+    assert result.status == 0, result.stderr
+    assert result.stdout_lines == recommender.translate(["pump vibration high", "belt worn", "fan speed low"])
+
+
+def test_an_endless_stdin_line_is_skipped_with_a_warning_and_the_next_line_answered(run, recommender):
+    result = translate(run, b"x" * (MAX_LINE_BYTES * 3) + b"\nbelt worn\n")
+    assert result.status == 0
+    assert result.stdout_lines == ["", *recommender.translate(["belt worn"])]
+    assert "line 1: line longer than" in result.stderr
+
+
+def test_an_output_dir_under_a_file_is_a_one_line_error(run, tmp_path):
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("keep me\n", encoding="utf-8")
+    result = run_cli(*train_args(tiny_data(tmp_path / "data"), blocker / "run"))
+    assert_one_line_error(result, str(blocker))
+    assert blocker.read_text(encoding="utf-8") == "keep me\n"

@@ -141,8 +141,8 @@ def test_two_processes_translate_a_file_into_the_bytes_of_one(ddp_run, tmp_path,
     assert (tmp_path / "two.tsv").read_bytes() == (tmp_path / "one.tsv").read_bytes()
     assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
     assert f"two.tsv: {ROWS} rows: {ROWS - 1} translated" in split.stderr
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["alerts.tsv", "one.jsonl", "one.tsv", "two.jsonl",
-                                                               "two.tsv"]  # the parts are gone
+    assert sorted(path.name for path in tmp_path.iterdir()) == [  # the parts are gone; each job keeps its record
+        "alerts.tsv", "one.jsonl", "one.tsv", "one.tsv.job.json", "two.jsonl", "two.tsv", "two.tsv.job.json"]
 
 
 @pytest.mark.slow

@@ -10,8 +10,9 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.checkpoint import count_parameters
@@ -20,13 +21,16 @@ from seq2seq.cli.translate import decode_workers, run_translate, search_config
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict, load_config_file
 from seq2seq.corpus import EMBEDDED_DATA, ParallelCorpus, read_parallel
 from seq2seq.distributed import process_group
-from seq2seq.errors import Seq2SeqError
-from seq2seq.evaluate import score_recommendations
+from seq2seq.errors import Seq2SeqError, shown
+from seq2seq.evaluate import score_recommendations, selective_scores
 from seq2seq.fast.precision import PRECISIONS
 from seq2seq.fast.threads import one_core_workers
-from seq2seq.recommender import Recommender
+from seq2seq.recommender import SIMILAR, Recommender
 from seq2seq.serving.incident_log import FORMATS
 from seq2seq.train import build_trainer
+
+MAX_SIMILAR = 100  # past cases per alert: a page of them, not the whole memory
+MAX_BATCH_SIZE = 100_000  # sentences read and decoded together: a chunk of stdin is held in memory
 
 # CLI flag -> (config section, field); flags left unset keep the config file's value or the default.
 OVERRIDES = {
@@ -41,6 +45,30 @@ OVERRIDES = {
     "teacher_forcing": ("train", "teacher_forcing"), "patience": ("train", "patience"),
     "vocab_size": ("tokenizer", "vocab_size"), "separate_vocab": ("tokenizer", "joint"),
 }
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line, ``seq2seq: error: ...``, as every other error is (``--help``
+    shows the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"seq2seq: error: {shown(message)}\n")
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type`` for a flag that is no config field: a whole number in [low, high]; anything
+    else is argparse's one-line error. (Config fields are checked by their records: ``config.RANGES``.)"""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], got {value}")
+        return value
+
+    return parse
 
 
 def add_train_parser(commands: argparse._SubParsersAction) -> None:
@@ -85,7 +113,7 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam-size", type=int, default=1, help="1 = greedy (default)")
     p.add_argument("--length-penalty", type=float, default=SearchConfig.length_penalty)
     p.add_argument("--max-length-ratio", type=float, default=SearchConfig.max_length_ratio)
-    p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
+    p.add_argument("--batch-size", type=whole_number(1, MAX_BATCH_SIZE), default=64, help="sentences decoded together")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
     p.add_argument("--quantize", action="store_true",
                    help="int8 weights for the linear and GRU layers: faster on a CPU, BLEU moves a little "
@@ -106,13 +134,17 @@ def add_file_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="seq2seq", description="Maintenance alerts -> repair recommendations.")
+    parser = OneLineParser(prog="seq2seq", description="Maintenance alerts -> repair recommendations.")
     commands = parser.add_subparsers(dest="command", required=True)
     add_train_parser(commands)
     p = commands.add_parser("translate", help="alerts on stdin, one per line -> recommendations on stdout; "
                                               "or a whole file with --input/--output")
     add_search_arguments(p)
     p.add_argument("--n-best", type=int, default=1, help="N tab-separated 'recommendation<TAB>score' pairs")
+    p.add_argument("--json", action="store_true", help="one JSON object per input line: recommendation, score, "
+                   "trust, verdict and the most similar past cases")
+    p.add_argument("--similar", type=whole_number(0, MAX_SIMILAR), default=SIMILAR,
+                   help=f"past cases per alert with --json (default {SIMILAR})")
     add_file_arguments(p)
     p = commands.add_parser("evaluate", help="BLEU, chrF and TER (sacrebleu) of a model on a parallel file")
     add_search_arguments(p)
@@ -188,7 +220,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.hypotheses:
         Path(args.hypotheses).write_text("".join(r.text + "\n" for r in recommendations), encoding="utf-8")
     if args.json:
-        print(json.dumps({**scores.to_json(), "beam_size": args.beam_size, "skipped": len(corpus.skipped)}))
+        print(json.dumps({**scores.to_json(), "beam_size": args.beam_size, "skipped": len(corpus.skipped),
+                          "selective": selective_scores(recommendations, corpus)}))
     else:
         print(scores.summary())
         for name, signature in scores.signature.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator
 from typing import TextIO
@@ -13,11 +14,12 @@ from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.distributed import launched_size, process_group
 from seq2seq.errors import ConfigError
 from seq2seq.fast.threads import one_core_workers, worker_count
-from seq2seq.files import utf8_fault
+from seq2seq.files import LongLine, bounded_lines, utf8_fault
 from seq2seq.recommender import Recommender
 from seq2seq.search import check_search_config
 from seq2seq.serving.batch import FileJob
 from seq2seq.serving.sharding import translate_shared
+from seq2seq.serving.views import translation_json
 
 HEATMAP_CHUNK_ROWS = 64  # a PNG takes a while: smaller chunks keep the bar moving and a kill cheap
 FILE_OPTIONS = ("output", "column", "format", "attention_out", "heatmaps", "resume")  # of translate --input
@@ -29,21 +31,36 @@ def search_config(args: argparse.Namespace, n_best: int = 1) -> SearchConfig:
 
 
 def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str | None]]]:
-    """(line number, text or None when not UTF-8) in chunks; one line at a time from a terminal."""
+    """(line number, text or None when unreadable) in chunks; one line at a time from a terminal.
+
+    A lone CR ends a line too (a file saved with old Mac endings is not one alert); a line over
+    ``MAX_LINE_BYTES`` is skipped in pieces, so an endless line takes bounded memory.
+    """
     size = 1 if stream.isatty() else size
     chunk: list[tuple[int, str | None]] = []
-    for number, raw in enumerate(stream.buffer, start=1):
-        try:
-            chunk.append((number, raw.decode("utf-8").rstrip("\r\n")))
-        except UnicodeDecodeError as err:
-            print(f"warning: stdin: line {number}: {utf8_fault(raw, err)}; empty recommendation written",
-                  file=sys.stderr)
-            chunk.append((number, None))
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
+    number = 0
+    for raw in bounded_lines(stream.buffer):
+        for part in [raw] if isinstance(raw, LongLine) else raw.removesuffix(b"\n").removesuffix(b"\r").split(b"\r"):
+            number += 1
+            chunk.append((number, _decoded(number, part)))
+            if len(chunk) >= size:
+                yield chunk
+                chunk = []
     if chunk:
         yield chunk
+
+
+def _decoded(number: int, raw: bytes | LongLine) -> str | None:
+    """The text of one stdin line, or None with a warning on stderr."""
+    if isinstance(raw, LongLine):
+        fault = raw.fault()
+    else:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            fault = utf8_fault(raw, err)
+    print(f"warning: stdin: line {number}: {fault}; empty recommendation written", file=sys.stderr)
+    return None
 
 
 class RowProgress:
@@ -92,6 +109,9 @@ def run_translate(args: argparse.Namespace) -> int:
     config = search_config(args, args.n_best)
     check_search_config(config)
     if args.input is not None:
+        if args.json:
+            raise ConfigError("--json: only without --input (a file's rows with trust and verdict: write a .jsonl "
+                              "--output)")
         return run_translate_file(args, config)
     file_options = [f"--{name.replace('_', '-')}" for name in FILE_OPTIONS if getattr(args, name)]
     if file_options:
@@ -100,11 +120,13 @@ def run_translate(args: argparse.Namespace) -> int:
         raise ConfigError("under torchrun, translate needs --input and --output (stdin is read by one process)")
     recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize)
     for chunk in input_chunks(sys.stdin, args.batch_size):
-        results = recommender.recommend([text or "" for _, text in chunk], config, args.batch_size)
+        results = recommender.recommend([text or "" for _, text in chunk], config, args.batch_size, args.similar)
         for (number, text), result in zip(chunk, results, strict=True):
             if result.warning and text and text.strip():
                 print(f"warning: stdin: line {number}: {result.warning}", file=sys.stderr)
-            if args.n_best == 1:
+            if args.json:
+                print(json.dumps(translation_json(result), ensure_ascii=False))
+            elif args.n_best == 1:
                 print(result.text)
             else:
                 print("\t".join(f"{c.text}\t{c.score:.4f}" for c in result.candidates))

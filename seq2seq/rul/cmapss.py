@@ -29,6 +29,8 @@ from seq2seq.files import read_lines
 N_SETTINGS = 3
 N_SENSORS = len(SENSORS)  # 21
 N_COLUMNS = 2 + N_SETTINGS + N_SENSORS  # 26
+# The RUL model computes in float32: a reading beyond its range cannot be held, only turned into inf.
+MAX_MAGNITUDE = float(np.finfo(np.float32).max)
 _LAYOUT = f"{N_COLUMNS} space-separated columns: unit, cycle, {N_SETTINGS} settings, {N_SENSORS} sensors"
 
 
@@ -73,7 +75,8 @@ def read_cmapss(path: str | Path) -> list[Engine]:
     """The engines of a ``train_FD00x.txt`` / ``test_FD00x.txt`` file, in order of first appearance.
 
     Every problem is a one-line DataError naming the file, the line and, where it applies, the
-    column: a wrong number of columns, a field that is not a number, NaN or inf, a unit or cycle
+    column: a wrong number of columns, a field that is not a number, NaN or inf or a magnitude
+    beyond float32 (``MAX_MAGNITUDE``), a unit or cycle
     that is not a positive whole number, a cycle that does not increase, a unit that appears again
     after another one started, bytes that are not UTF-8, a missing or empty file.
     """
@@ -160,7 +163,7 @@ def _parse_row(fields: list[str], where: str) -> list[float]:
         row = [float(field) for field in fields]
     except ValueError:
         row = []
-    if len(row) != N_COLUMNS or not all(map(math.isfinite, row)):  # find the field to blame
+    if len(row) != N_COLUMNS or not all(abs(value) <= MAX_MAGNITUDE for value in row):  # find the field to blame
         row = [_number(field, f"{where}, column {i} ({column_name(i)})") for i, field in enumerate(fields, 1)]
     for i in (1, 2):
         if row[i - 1] < 1 or not row[i - 1].is_integer():
@@ -177,6 +180,8 @@ def _number(field: str, where: str) -> float:
         raise DataError(f"{where}: NaN")
     if math.isinf(value):
         raise DataError(f"{where}: {'-inf' if value < 0 else 'inf'}")
+    if abs(value) > MAX_MAGNITUDE:
+        raise DataError(f"{where}: {field!r} is beyond the model's float32 range (at most {MAX_MAGNITUDE:.4g})")
     return value
 
 

@@ -125,15 +125,8 @@ class RulModel(nn.Module):
 
 
 def build_rul_model(config: RulConfig, n_features: int) -> RulModel:
-    """The one place a RulConfig becomes modules; impossible sizes are a ConfigError."""
+    """The one place a RulConfig becomes modules (its sizes are checked when it is made: config.RANGES)."""
     if n_features < 1:
         raise ConfigError(f"n_features must be at least 1, got {n_features}")
-    if config.kernel_size < 1 or config.kernel_size % 2 == 0:
-        raise ConfigError(f"kernel_size must be a positive odd number for 'same' padding, got {config.kernel_size}")
-    for name in ("conv_channels", "lstm_hidden", "lstm_layers", "attention_hidden", "rul_cap"):
-        if getattr(config, name) < 1:
-            raise ConfigError(f"{name} must be at least 1, got {getattr(config, name)}")
-    if not 0.0 <= config.dropout < 1.0:
-        raise ConfigError(f"dropout must be in [0, 1), got {config.dropout}")
     return RulModel(config, n_features)
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from seq2seq.config import RulConfig, SearchConfig
+from seq2seq.errors import DataError
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.alerts import Alert, engine_alerts
 from seq2seq.rul.cmapss import Engine
@@ -61,6 +62,10 @@ class EngineMonitor:
         L = values.shape[0]
         x, mask = windows(values, np.arange(L), self.preprocessor.window)  # (L, W, F), (L, W)
         output = predict(self.model, torch.from_numpy(x), torch.from_numpy(mask))
+        if not (torch.isfinite(output.rul).all() and torch.isfinite(output.health_logits).all()):
+            # never turned into a health state: NaN would read as "healthy" (argmax of NaNs is 0)
+            raise DataError(f"engine {engine.unit}: the RUL model's prediction is not a finite number; its sensor "
+                            "readings lie too far outside the training range to be assessed")
         real = torch.from_numpy(mask[-1])
         attention = output.attention[-1][real].double().numpy()  # (n,)
         probabilities = torch.softmax(output.health_logits[-1].float(), dim=-1).tolist()

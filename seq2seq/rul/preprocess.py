@@ -98,10 +98,22 @@ class Preprocessor:
         return len(self.kept_sensors)
 
     def transform(self, engine: Engine) -> np.ndarray:
-        """The kept sensors of ``engine``, z-scored: (L, F) float32. NaN or inf is a DataError."""
+        """The kept sensors of ``engine``, z-scored: (L, F) float32. A reading that is NaN or inf, or
+        whose z-score is (a reading far beyond the training range overflows float32), is a DataError."""
         _check_finite([engine])
         columns = engine.sensors[:, np.array(self.kept_sensors) - 1]  # (L, F)
-        return ((columns - np.array(self.mean)) / np.array(self.std)).astype(np.float32)
+        with np.errstate(over="ignore"):  # an overflow is found and reported below
+            scaled = ((columns - np.array(self.mean)) / np.array(self.std)).astype(np.float32)
+        bad = ~np.isfinite(scaled)
+        if bad.any():
+            row, column = np.argwhere(bad)[0]
+            sensor = self.kept_sensors[column]
+            raise DataError(
+                f"engine {engine.unit}: cycle {engine.cycles[row]}: sensor {sensor} ({SENSORS[sensor - 1].symbol}) "
+                f"reads {columns[row, column]:.6g}, too far beyond the training range to scale "
+                f"(mean {self.mean[column]:.6g}, std {self.std[column]:.6g})"
+            )
+        return scaled
 
     def state_dict(self) -> dict:
         """Plain lists, ints and floats, for a checkpoint."""

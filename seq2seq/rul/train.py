@@ -35,6 +35,7 @@ from tqdm import tqdm
 from seq2seq.checkpoint import count_parameters, cpu_weights, load_weights, read_payload, save_atomic
 from seq2seq.config import RulConfig, from_dict, resolve_device
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
+from seq2seq.files import make_folder
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.evaluate import Windows, evaluate_windows
 from seq2seq.rul.model import RulModel, RulOutput, build_rul_model
@@ -149,7 +150,7 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
     _check_split(train, "training", n_features)
     _check_split(valid, "validation", n_features)
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(output_dir)
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)

@@ -30,7 +30,9 @@ A job split across processes (torchrun) is a layer around this one: ``seq2seq.se
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,10 +40,10 @@ from pathlib import Path
 
 from seq2seq.config import SearchConfig
 from seq2seq.errors import ConfigError, DataError
-from seq2seq.files import open_binary
 from seq2seq.recommender import Recommendation, Recommender
-from seq2seq.serving.incident_log import FORMATS, Row, count_rows, format_of, read_rows
-from seq2seq.serving.output import Layout, Sinks, row_error
+from seq2seq.serving.destinations import check_distinct, check_resumable, claim_new, job_record, record_path
+from seq2seq.serving.incident_log import FORMATS, Row, count_rows, format_of, open_log, read_rows
+from seq2seq.serving.output import Layout, Sinks, check_new_outputs, row_error
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,24 @@ class FileJob:
                    batch_size, chunk_rows, Path(attention_out) if attention_out else None,
                    Path(heatmaps) if heatmaps else None)
 
+    def claim(self, resume: bool) -> None:
+        """Before anything is written (``seq2seq.serving.destinations``): every destination is distinct from the
+        input and the others; a new job's are new and get its record, a resumed job's record must be this job's."""
+        in_fmt = self.fmt or format_of(self.input_path, "--format")
+        companions = {"attention_out": self.attention_out, "heatmaps": self.heatmaps}
+        settings = {"input_format": in_fmt, "output_format": format_of(self.output_path, None) or in_fmt,
+                    "column": self.column, "search": dataclasses.asdict(self.search),
+                    **{name: path and os.path.realpath(path) for name, path in companions.items()}}
+        writes = {"--output": self.output_path, "--attention-out": self.attention_out,
+                  "the job record": record_path(self.output_path)}
+        check_distinct(self.input_path, writes, self.heatmaps)
+        record = job_record(self.input_path, self.recommender, settings)
+        if resume and (self.output_path.exists() or record_path(self.output_path).exists()):
+            check_resumable(self.output_path, record)
+        else:
+            check_new_outputs(self.output_path, self.attention_out, self.heatmaps)
+            claim_new(self.output_path, record)
+
     def run(self, resume: bool = False, progress: Callable[[int, int | None], None] | None = None,
             part: slice | None = None, header: bool = True) -> BatchSummary:
         """``part`` translates only those rows (0-based data rows) into new files, the caller having checked
@@ -118,15 +138,15 @@ class FileJob:
         input_path, output_path = self.input_path, self.output_path
         in_fmt = self.fmt or format_of(input_path, "--format")
         out_fmt = format_of(output_path, None) or in_fmt
-        if output_path.exists() and input_path.exists() and output_path.samefile(input_path):
-            raise DataError(f"{output_path}: is the input file; choose another --output")
-        with open_binary(input_path, "rb") as file:
+        with open_log(input_path) as file:
             total = count_rows(file, in_fmt) if file.seekable() else None
             columns, rows = read_rows(file, input_path, in_fmt, self.column)
             if part is not None:
                 rows = itertools.islice(rows, part.start, part.stop)
                 total = None if total is None else len(range(total)[part])
             layout = Layout(input_path, out_fmt, columns, self.search.n_best)
+            if part is None:  # a split job is claimed once, for all its parts (seq2seq.serving.sharding)
+                self.claim(resume)
             with Sinks(output_path, layout, self.attention_out, self.heatmaps, resume, part is not None,
                         header) as sinks:
                 skipped = sum(1 for _ in itertools.islice(rows, sinks.done))

@@ -1,5 +1,5 @@
-"""The pictures: alignment heatmaps (which alert pieces each recommendation piece attended to) and an
-engine's RUL trend, temporal attention and sensor deviations.
+"""The pictures: alignment heatmaps (which alert words each recommendation word attended to, or the
+pieces underneath) and an engine's RUL trend, temporal attention and sensor deviations.
 
 Built with matplotlib's object API (``matplotlib.figure.Figure``), never pyplot's global state, so
 the UI can show the returned figure and a test can inspect its axes.
@@ -12,27 +12,37 @@ from matplotlib.figure import Figure
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.rul.monitor import EngineReport
 from seq2seq.tokenizer import piece_label
+from seq2seq.words import word_attention
 
 
-def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | None = None) -> Figure:
-    """Target pieces (rows) x source pieces (columns), one cell per attention weight, with a colour bar."""
-    weights = candidate.attention.float().numpy()  # (T, S)
-    rows, cols = weights.shape
-    figure = Figure(figsize=(max(4.0, 0.55 * cols + 2.0), max(2.5, 0.4 * rows + 1.5)), layout="constrained")
+def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | None = None,
+                   words: bool = True) -> Figure:
+    """Recommendation words (rows) x alert words (columns), one cell per attention weight, with a colour
+    bar; ``words=False`` shows the pieces the model works with (seq2seq.words)."""
+    if words:
+        columns, rows, weights = word_attention(source_pieces, candidate.target_pieces,
+                                                candidate.attention.float().numpy())  # (Tw, Sw)
+        unit = "words"
+    else:
+        weights = candidate.attention.float().numpy()  # (T, S)
+        columns, rows = [piece_label(p) for p in source_pieces], [piece_label(p) for p in candidate.target_pieces]
+        unit = "pieces"
+    height, width = weights.shape
+    figure = Figure(figsize=(max(4.0, 0.55 * width + 2.0), max(2.5, 0.4 * height + 1.5)), layout="constrained")
     axes = figure.add_subplot()
     image = axes.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    axes.set_xticks(range(cols), labels=[piece_label(p) for p in source_pieces], rotation=60, ha="right")
-    axes.set_yticks(range(rows), labels=[piece_label(p) for p in candidate.target_pieces])
-    axes.set_xlabel("alert pieces")
-    axes.set_ylabel("recommendation pieces")
+    axes.set_xticks(range(width), labels=columns, rotation=60, ha="right")
+    axes.set_yticks(range(height), labels=rows)
+    axes.set_xlabel(f"alert {unit}")
+    axes.set_ylabel(f"recommendation {unit}")
     axes.set_title(title or candidate.text, fontsize=9)
     figure.colorbar(image, ax=axes, label="attention weight")
     return figure
 
 
-def recommendation_figures(recommendation: Recommendation) -> list[Figure]:
+def recommendation_figures(recommendation: Recommendation, words: bool = True) -> list[Figure]:
     """One heatmap per candidate (the shown output first, then each n-best alternative)."""
-    return [heatmap_figure(recommendation.source_pieces, candidate, f"{i + 1}. {candidate.text}")
+    return [heatmap_figure(recommendation.source_pieces, candidate, f"{i + 1}. {candidate.text}", words)
             for i, candidate in enumerate(recommendation.candidates)]
 
 

@@ -32,6 +32,7 @@ from seq2seq.serving.views import CONFIDENCE_NOTE, alerts_markdown, engine_json,
 
 MAX_ALERTS, MAX_CHARS = 50, 10_000  # per /recommend request; files go to the Batch tab
 MAX_BEAM, MAX_N_BEST = 10, 5
+LEVELS = ("words", "pieces")  # what a heatmap's rows and columns are: words by default
 FILE_MAX_AGE_S = 3600  # batch results and uploads are kept this long, then deleted (all at shutdown)
 
 
@@ -89,12 +90,15 @@ class Handlers:
         return Path(tempfile.mkdtemp(dir=self.work_dir))
 
     def translator(self, name: str | None) -> Recommender:
-        if name not in self.translators:
+        if not isinstance(name, str) or name not in self.translators:
             raise refusal(f"Unknown translator {name!r}; choose one of: {', '.join(self.translators)}")
         return self.translators[name]
 
     def search(self, beam_size: float, n_best: float = 1) -> SearchConfig:
-        beam, n = int(beam_size or 1), int(n_best or 1)
+        try:
+            beam, n = int(beam_size or 1), int(n_best or 1)
+        except (TypeError, ValueError, OverflowError):
+            raise refusal(f"Beam size and n-best must be whole numbers (got {beam_size!r} and {n_best!r}).") from None
         if not (1 <= beam <= MAX_BEAM and 1 <= n <= MAX_N_BEST):
             raise refusal(f"Beam size must be 1..{MAX_BEAM} and n-best 1..{MAX_N_BEST} (got {beam} and {n}).")
         if n > beam:
@@ -102,6 +106,8 @@ class Handlers:
         return SearchConfig(beam_size=max(beam, n), n_best=n)
 
     def recommend(self, text: str, translator: str, beam_size: float, n_best: float):
+        if text is not None and not isinstance(text, str):
+            raise refusal(f"Alerts must be text, one per line (got {type(text).__name__}).")
         alerts = [line.strip() for line in (text or "").splitlines() if line.strip()]
         if not alerts:
             raise refusal("Type at least one alert, one per line.")
@@ -119,14 +125,16 @@ class Handlers:
                 "alerts": [recommendation_json(r) for r in recommendations]}
         return data, recommendations
 
-    def show_recommendations(self, data: dict[str, Any], recommendations: list[Recommendation]):
+    def show_recommendations(self, data: dict[str, Any], recommendations: list[Recommendation], level: str):
         choices = [(f"{i + 1}. {r.alert}", i) for i, r in enumerate(recommendations)]
         return [alerts_markdown(data["alerts"]), gr.Dropdown(choices=choices, value=0),
-                *self.show_alert(recommendations, 0)]
+                *self.show_alert(recommendations, 0, level)]
 
-    def show_alert(self, recommendations: list[Recommendation] | None, index: int | None):
+    def show_alert(self, recommendations: list[Recommendation] | None, index: int | None, level: str = LEVELS[0]):
+        """The heatmaps of one alert's candidates, over words (``LEVELS[0]``) or pieces."""
         chosen = recommendations[int(index)] if recommendations and index is not None else None
-        return plot_updates(recommendation_figures(chosen) if chosen else [], MAX_N_BEST)
+        words = level != LEVELS[1]
+        return plot_updates(recommendation_figures(chosen, words) if chosen else [], MAX_N_BEST)
 
     def file_units(self, upload: str | None):
         if not upload:

@@ -1,7 +1,10 @@
 """Reading the rows of an incident log (CSV, TSV, JSONL or TXT) for the batch job, as a stream.
 
 Bytes are decoded per line, so a row with bytes that are not UTF-8 becomes a row with an error
-rather than a failed job; see ``seq2seq.serving.batch`` for the formats and what happens to each row.
+rather than a failed job; so does a row with a line over ``files.MAX_LINE_BYTES``, which is never held
+in memory whole. A file that is not UTF-8 text (UTF-16, binary: ``files.check_text``), a header that
+is not UTF-8 or too long, and a column name given twice are problems with the file. See
+``seq2seq.serving.batch`` for the formats and what happens to each row.
 """
 
 from __future__ import annotations
@@ -17,10 +20,15 @@ from typing import Any, BinaryIO
 
 from seq2seq.errors import ConfigError, DataError
 from seq2seq.files import (
+    SNIFF_BYTES,
+    LongLine,
+    bounded_lines,
+    check_text,
     choose_column,
     csv_records,
     field_count_error,
     json_objects,
+    open_binary,
     split_tsv,
     string_value,
     tsv_records,
@@ -52,10 +60,30 @@ def format_of(path: Path, option: str | None) -> str | None:
 # Reading: physical lines are read as bytes and decoded one by one, so a bad byte spoils one row only.
 
 
+def open_log(path: Path) -> BinaryIO:
+    """``path`` opened for reading its rows, once its opening bytes show UTF-8 text (``files.check_text``)."""
+    file = open_binary(path, "rb")
+    try:
+        check_text(path, file.peek(SNIFF_BYTES)[:SNIFF_BYTES])
+    except DataError:
+        file.close()
+        raise
+    return file
+
+
+def _placeholder(line: LongLine, fmt: str) -> bytes:
+    """What a line too long to read stands in for: a row of its own that keeps a CSV quote open or shut
+    as the line did, so the records after it are read as they are."""
+    if fmt == "jsonl":
+        return b"{}\n"
+    return b'"\n' if fmt == "csv" and line.odd_quotes else b"-\n"
+
+
 def count_rows(file: BinaryIO, fmt: str) -> int:
     """Rows in the file, cheaply (a CSV record starts on a line begun outside quotes); rewinds the file."""
     count, quoted = 0, False
-    for raw in file:
+    for line in bounded_lines(file):
+        raw = _placeholder(line, fmt) if isinstance(line, LongLine) else line
         starts_record = not quoted
         if fmt == "csv":
             quoted ^= raw.count(b'"') % 2 == 1
@@ -64,9 +92,13 @@ def count_rows(file: BinaryIO, fmt: str) -> int:
     return max(0, count - (fmt in ("csv", "tsv")))
 
 
-def _lines(file: BinaryIO, bad: dict[int, str]) -> Iterator[str]:
-    """Lines with their endings; a line that is not UTF-8 gets U+FFFD and ``bad[line]`` says what is wrong."""
-    for number, raw in enumerate(file, 1):
+def _lines(file: BinaryIO, fmt: str, bad: dict[int, str]) -> Iterator[str]:
+    """Lines with their endings; a line that is not UTF-8 gets U+FFFD, one too long its placeholder, and
+    ``bad[line]`` says what is wrong."""
+    for number, raw in enumerate(bounded_lines(file), 1):
+        if isinstance(raw, LongLine):
+            bad[number] = raw.fault()
+            raw = _placeholder(raw, fmt)
         raw = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
         try:
             yield raw.decode("utf-8")
@@ -81,13 +113,15 @@ def _bad_bytes(bad: dict[int, str], start: int, end: int) -> str:
     if not found:
         return ""
     line, fault = found[0]
-    return fault if line == start else f"{fault.removesuffix(')')} of line {line})"
+    if line == start:
+        return fault
+    return f"{fault.removesuffix(')')} of line {line})" if fault.endswith(")") else f"{fault} (line {line})"
 
 
 def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple[list[str], Iterator[Row]]:
     """The input's columns (a JSONL file: its first object's keys) and its rows, read lazily."""
     bad: dict[int, str] = {}
-    lines = _lines(file, bad)
+    lines = _lines(file, fmt, bad)
     if fmt == "txt":
         if column is not None:
             raise ConfigError(f"{path}: --column applies to csv, tsv and jsonl input, not txt")
@@ -99,22 +133,32 @@ def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple
     if first is None:
         raise DataError(f"{path}: empty file (expected a header row naming the columns)")
     header = first[2]
-    _bad_bytes(bad, first[0], first[1])
+    _check_header(path, bad, first[0], first[1])
     index = header.index(choose_column(header, column, ALERT_COLUMNS, str(path), "column"))
 
     def rows() -> Iterator[Row]:
         for number, (start, end, fields) in enumerate(records, 1):
+            error = _bad_bytes(bad, start, end)
+            if error.startswith(LongLine.FAULT):  # its fields were never read
+                fields = [""] * len(header)
             if len(fields) != len(header):
                 raise field_count_error(path, start, len(header), len(fields), fmt == "tsv")
-            error = _bad_bytes(bad, start, end)
             yield Row(number, start, fields, None if error else fields[index], error)
 
     return header, rows()
 
 
+def _check_header(path: Path, bad: dict[int, str], start: int, end: int) -> None:
+    """The header names the columns: a fault in its bytes is a problem with the file, not with one row."""
+    fault = _bad_bytes(bad, start, end)
+    if fault:
+        raise DataError(f"{path}: line {start}: the header is unreadable: {fault}")
+
+
 def _txt_rows(lines: Iterator[str], bad: dict[int, str]) -> Iterator[Row]:
     for number, line in enumerate(lines, 1):
         text, error = line.rstrip("\r\n"), _bad_bytes(bad, number, number)
+        text = "" if error.startswith(LongLine.FAULT) else text
         yield Row(number, number, [text], None if error else text, error)
 
 
@@ -124,6 +168,7 @@ def _read_jsonl(path: Path, lines: Iterator[str], bad: dict[int, str],
     first = next(objects, None)
     if first is None:
         return [], iter(())
+    _check_header(path, bad, first[0], first[0])  # its keys are the columns of table output
     keys = list(first[1])
     chosen = choose_column(keys, key, ALERT_COLUMNS, f"{path}: line {first[0]}", "key")
 

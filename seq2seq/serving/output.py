@@ -40,7 +40,7 @@ class Layout:
         self.input_path, self.fmt, self.columns, self.n_best = input_path, fmt, columns, n_best
         self.known = set(columns)
         pairs = [("recommendation", "score")] + [(f"recommendation_{k}", f"score_{k}") for k in range(2, n_best + 1)]
-        self.added = [*itertools.chain.from_iterable(pairs), "error"]
+        self.added = [*itertools.chain.from_iterable(pairs), "trust", "verdict", "similar_action", "error"]
         clash = [name for name in self.added if name in self.known]
         if clash and fmt != "txt":
             raise DataError(f"{input_path}: already has a column {clash[0]!r}; rename it, or write .txt output")
@@ -59,10 +59,14 @@ class Layout:
         return self._table([self._fields(row, result) for row, result in pairs])
 
     def _added(self, row: Row, result: Recommendation | None) -> list[str | float | None]:
-        """recommendation, score, recommendation_2, score_2, ..., error; "" and None where there is none."""
+        """recommendation, score, recommendation_2, score_2, ..., trust, verdict, similar_action (the action of
+        the most similar past case), error; "" and None where there is none."""
         found = [(candidate.text, round(candidate.score, 4)) for candidate in result.candidates] if result else []
         padded = (found + [("", None)] * self.n_best)[:self.n_best]
-        return [*itertools.chain.from_iterable(padded), row_error(row, result)]
+        judged: list[str | float | None] = [None, "", ""]
+        if result is not None and result.trust is not None:
+            judged = [round(result.trust, 4), result.verdict or "", result.similar[0].action if result.similar else ""]
+        return [*itertools.chain.from_iterable(padded), *judged, row_error(row, result)]
 
     def _fields(self, row: Row, result: Recommendation | None) -> list[str]:
         values = row.values

@@ -18,8 +18,7 @@ from seq2seq.distributed import World
 from seq2seq.errors import ConfigError
 from seq2seq.files import open_binary
 from seq2seq.serving.batch import BatchSummary, FileJob
-from seq2seq.serving.incident_log import count_rows, format_of
-from seq2seq.serving.output import check_new_outputs
+from seq2seq.serving.incident_log import count_rows, format_of, open_log
 
 
 def part_path(path: Path, index: int) -> Path:
@@ -43,17 +42,17 @@ def merge_parts(path: Path, count: int) -> None:
 def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | None], None] | None = None
                      ) -> BatchSummary:
     """This process's share of ``job``; the summary counts every process's rows (a collective)."""
-    with open_binary(job.input_path, "rb") as file:
+    with open_log(job.input_path) as file:
         if not file.seekable():
             raise ConfigError(f"{job.input_path}: under torchrun --input must be a regular file (its rows are split)")
         total = count_rows(file, job.fmt or format_of(job.input_path, "--format"))
     destinations = [path for path in (job.output_path, job.attention_out) if path is not None]
     if world.is_main:
-        check_new_outputs(job.output_path, job.attention_out, job.heatmaps)
+        job.claim(resume=False)
     else:
         for path in destinations:
             part_path(path, world.rank).unlink(missing_ok=True)  # left by a killed job
-    world.barrier()  # nobody writes before rank 0 has checked that the destinations are new
+    world.barrier()  # nobody writes before rank 0 has claimed the destinations
     attention = part_path(job.attention_out, world.rank) if job.attention_out is not None else None
     mine = dataclasses.replace(job, output_path=part_path(job.output_path, world.rank), attention_out=attention)
     summary = mine.run(progress=progress, part=world.share(total, job.chunk_rows), header=world.is_main)

@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from seq2seq.recommender import Recommendation
+from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.rul.monitor import EngineReport
+from seq2seq.trust import FLAG_RATE
+from seq2seq.words import word_attention
 
 CONFIDENCE_NOTE = ("score = log P(recommendation | alert), divided by GNMT's length penalty under beam search; "
                    "confidence = per-piece probability exp(log P / pieces), the geometric mean of the probabilities "
@@ -27,12 +29,36 @@ def recommendation_json(recommendation: Recommendation) -> dict[str, Any]:
     mass = sum(math.exp(lp - top) for lp in log_probs)
     return {
         "alert": recommendation.alert, "source_pieces": recommendation.source_pieces,
-        "warning": recommendation.warning,
-        "recommendations": [{
-            "text": c.text, "score": c.score, "target_pieces": c.target_pieces,
-            "confidence": math.exp(lp / max(1, len(c.target_pieces))), "share": math.exp(lp - top) / mass,
-            "attention": np.round(c.attention.float().numpy(), 5).tolist(),  # (target pieces, source pieces)
-        } for c, lp in zip(recommendation.candidates, log_probs, strict=True)],
+        "warning": recommendation.warning, "trust": recommendation.trust, "verdict": recommendation.verdict,
+        "similar": similar_json(recommendation),
+        "recommendations": [candidate_json(recommendation.source_pieces, c, lp, top, mass)
+                            for c, lp in zip(recommendation.candidates, log_probs, strict=True)],
+    }
+
+
+def similar_json(recommendation: Recommendation) -> list[dict[str, Any]]:
+    return [{"alert": case.alert, "action": case.action, "similarity": round(case.similarity, 5)}
+            for case in recommendation.similar]
+
+
+def translation_json(recommendation: Recommendation) -> dict[str, Any]:
+    """One line of ``seq2seq translate --json``: the best recommendation, its trust and the past cases."""
+    r = recommendation
+    return {"alert": r.alert, "recommendation": r.text, "score": r.score if r.candidates else None,
+            "trust": r.trust, "verdict": r.verdict, "warning": r.warning,
+            "similar": similar_json(r),
+            "alternatives": [{"text": c.text, "score": c.score} for c in r.candidates[1:]]}
+
+
+def candidate_json(source_pieces: list[str], c: Candidate, log_prob: float, top: float, mass: float) -> dict[str, Any]:
+    """One candidate with its piece-level and word-level attention (target x source, rows summing to 1)."""
+    source_words, target_words, words = word_attention(source_pieces, c.target_pieces, c.attention.float().numpy())
+    return {
+        "text": c.text, "score": c.score, "target_pieces": c.target_pieces,
+        "confidence": math.exp(log_prob / max(1, len(c.target_pieces))), "share": math.exp(log_prob - top) / mass,
+        "attention": np.round(c.attention.float().numpy(), 5).tolist(),  # (target pieces, source pieces)
+        "source_words": source_words, "target_words": target_words,
+        "word_attention": np.round(words, 5).tolist(),  # (target words, source words)
     }
 
 
@@ -48,6 +74,16 @@ def engine_json(report: EngineReport, source: str) -> dict[str, Any]:
     }
 
 
+BADGES = {"confident": "**CONFIDENT**", "uncertain": "**UNCERTAIN, check before acting**",
+          "out-of-scope": "**OUT OF SCOPE**"}
+TRUST_NOTE = ("trust = the probability, fitted on the dev split, that an answer is usable, from the model's "
+              "per-piece probability, how similar the nearest past case is and whether the answer agrees with "
+              "what the nearest past cases did; out of scope = less similar to every past alert than all but "
+              f"{FLAG_RATE:.0%} of the dev alerts. Answers with higher trust are right more often: "
+              "`seq2seq evaluate --json` reports, under \"selective\", the scores of the 90%, 80%, ... of answers "
+              "the model is surest of")
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -60,15 +96,24 @@ def alerts_markdown(alerts: list[dict[str, Any]]) -> str:
         if item["warning"]:
             lines.append(f"*{item['warning']}*")
         candidates = item["recommendations"]
-        if candidates:
+        if candidates and item["verdict"] == "out-of-scope":
+            lines.append(f"{BADGES['out-of-scope']}: this alert is unlike every alert in the training history. "
+                         f"Check it by hand; the nearest past cases are below. "
+                         f"The model's guess, *not advice*: ~~{_cell(candidates[0]['text'])}~~")
+        elif candidates:
             best = candidates[0]
-            lines.append(f"**{_cell(best['text'])}** — confidence {best['confidence']:.2f} per piece")
-        if len(candidates) > 1:
+            lines.append(f"{BADGES[item['verdict']]} (trust {item['trust']:.2f}): **{_cell(best['text'])}** — "
+                         f"confidence {best['confidence']:.2f} per piece")
+        if item["similar"]:
+            lines += ["", "| past alert | action taken | similarity |", "|---|---|---|"]
+            lines += [f"| {_cell(c['alert'])} | {_cell(c['action'])} | {c['similarity']:.2f} |"
+                      for c in item["similar"]]
+        if len(candidates) > 1 and item["verdict"] != "out-of-scope":  # no list of guesses that looks like advice
             lines += ["", "| # | alternative | score | confidence | share |", "|---|---|---|---|---|"]
             lines += [f"| {k} | {_cell(c['text'])} | {c['score']:.3f} | {c['confidence']:.2f} | {c['share']:.1%} |"
                       for k, c in enumerate(candidates, 1)]
         blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + f"\n\n<small>{CONFIDENCE_NOTE}</small>"
+    return "\n\n".join(blocks) + f"\n\n<small>{TRUST_NOTE}. {CONFIDENCE_NOTE}</small>"
 
 
 def engine_markdown(data: dict[str, Any]) -> str:
@@ -79,6 +124,7 @@ def engine_markdown(data: dict[str, Any]) -> str:
     if not data["alerts"]:
         lines.append("No sensor deviates enough from its early cycles to raise an alert.")
     for alert, rec in zip(data["alerts"], data["recommendations"] or [None] * len(data["alerts"]), strict=True):
-        advice = f" → **{_cell(rec['recommendations'][0]['text'])}**" if rec and rec["recommendations"] else ""
+        advice = f" → {BADGES[rec['verdict']]}: **{_cell(rec['recommendations'][0]['text'])}**" \
+            if rec and rec["recommendations"] else ""
         lines.append(f"- {_cell(alert['line'])} (peak at cycle {alert['cycle']}){advice}")
     return "\n".join(lines)

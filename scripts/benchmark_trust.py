@@ -1,0 +1,168 @@
+"""How well trust and the case memory work: which similarity, flag rates, selective BLEU, look-up cost.
+
+    python scripts/benchmark_trust.py --translator runs/default/translator.pt \
+        --train data/train.tsv --dev data/dev.tsv \
+        --in-scope data/trust/in_scope.txt --out-of-scope data/trust/out_of_scope.txt
+    python scripts/benchmark_trust.py --translator MAINTNET/best.pt --train ../shared/data/maintnet/train.tsv \
+        --dev ../shared/data/maintnet/dev.tsv --source-column problem --target-column action \
+        --out-of-scope data/trust/out_of_scope.txt [--test test.tsv]
+
+The case memory and trust model are fitted afresh from --train and --dev (as ``seq2seq train`` does
+when it ends), so a checkpoint written before case memories existed can be measured too. Tables:
+
+1. similarity: for character n-gram TF-IDF (what ``seq2seq.memory`` uses) and the translator's own
+   encoder (mean of its outputs over the alert's pieces, cosine), the out-of-scope threshold fitted to
+   flag 5% of dev, the share of each alert list it flags, and the BLEU of the top neighbour's action
+   against the dev reference;
+2. selective BLEU: BLEU and chrF of the share of answers with the highest trust, beside the same
+   selection by the model's per-piece probability alone, on dev (and --test);
+3. verdicts on each alert list;
+4. cost per alert: greedy recommendation with and without the case look-up (median of --repeats).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from seq2seq.checkpoint import load_model
+from seq2seq.config import SearchConfig
+from seq2seq.corpus import read_parallel
+from seq2seq.data import source_batch
+from seq2seq.evaluate import COVERAGES, fit_case_memory, score_corpus, selective_scores
+from seq2seq.recommender import Recommender
+from seq2seq.trust import FEATURES, FLAG_RATE
+
+
+def read_alerts(path: str | None) -> list[str]:
+    return [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if path else []
+
+
+@torch.inference_mode()
+def encoder_vectors(recommender: Recommender, alerts: list[str]) -> np.ndarray:
+    """Mean of the encoder's outputs over each alert's pieces, unit length, (B, M)."""
+    vectors = []
+    for start in range(0, len(alerts), 256):
+        ids = [recommender.encode(a)[0] or [3] for a in alerts[start:start + 256]]
+        src, lengths, mask = source_batch(ids)
+        encoded, _ = recommender.model.encode(src, lengths, mask)
+        mean = (encoded.memory * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True)  # (B, M)
+        vectors.append(torch.nn.functional.normalize(mean, dim=-1).numpy())
+    return np.concatenate(vectors)
+
+
+def similarity_table(recommender, memory, dev, lists) -> None:
+    dev_alerts = [e.source for e in dev.examples]
+    train_vectors = encoder_vectors(recommender, memory.alerts)
+
+    def tfidf(alerts):
+        found = memory.nearest(alerts, 1)
+        return np.array([f[0].similarity for f in found]), [memory.alerts.index(f[0].alert) for f in found]
+
+    def encoder(alerts):
+        sims = encoder_vectors(recommender, alerts) @ train_vectors.T  # (B, N)
+        best = sims.argmax(1)
+        return np.clip(sims.max(1), 0.0, 1.0), best.tolist()
+
+    print(f"\n## 1. Similarity (threshold flags {FLAG_RATE:.0%} of dev; {len(memory)} past cases)\n")
+    names = " | ".join(f"{name} flagged" for name in lists)
+    print(f"| similarity | threshold | dev flagged | {names} | top-neighbour BLEU on dev |")
+    print("|---|---|---|" + "---|" * len(lists) + "---|")
+    for name, measure in (("char n-gram TF-IDF", tfidf), ("encoder mean, cosine", encoder)):
+        dev_sims, nearest = measure(dev_alerts)
+        threshold = float(np.quantile(dev_sims, FLAG_RATE, method="lower"))
+        rates = [float(np.mean(measure(alerts)[0] < threshold)) for alerts in lists.values()]
+        bleu = score_corpus([memory.actions[j] for j in nearest], [e.target for e in dev.examples]).bleu
+        cells = " | ".join(f"{rate:.0%}" for rate in rates)
+        print(f"| {name} | {threshold:.3f} | {np.mean(dev_sims < threshold):.1%} | {cells} | {bleu:.2f} |")
+
+
+def per_piece_probability(recommendation) -> float:
+    best = recommendation.candidates[0]
+    return math.exp(best.log_prob / max(1, len(best.target_pieces)))
+
+
+def selective_table(judged: Recommender, splits: dict) -> None:
+    print("\n## 2. Selective BLEU / chrF: the answers with the highest trust (beside per-piece probability)\n")
+    print("| split | ordering | " + " | ".join(f"{c:.0%}" for c in COVERAGES) + " |")
+    print("|---|---|" + "---|" * len(COVERAGES))
+    for name, corpus in splits.items():
+        answers = judged.recommend([e.source for e in corpus.examples], SearchConfig(), batch_size=128)
+        by_probability = [replace(r, trust=per_piece_probability(r)) if r.candidates else r for r in answers]
+        for label, ordered in (("trust", answers), ("per-piece probability", by_probability)):
+            rows = selective_scores(ordered, corpus)
+            print(f"| {name} | {label} | " + " | ".join(f"{r['bleu']:.2f} / {r['chrf']:.1f}" for r in rows) + " |")
+
+
+def verdict_table(judged: Recommender, lists: dict, dev) -> None:
+    print("\n## 3. Verdicts\n")
+    print("| alerts | n | confident | uncertain | out-of-scope | median trust |")
+    print("|---|---|---|---|---|---|")
+    for name, alerts in {"dev": [e.source for e in dev.examples], **lists}.items():
+        answers = [r for r in judged.recommend(alerts) if r.verdict]
+        counts = [sum(r.verdict == v for r in answers) / len(answers) for v in ("confident", "uncertain",
+                                                                                   "out-of-scope")]
+        median = statistics.median(r.trust for r in answers)
+        print(f"| {name} | {len(answers)} | " + " | ".join(f"{c:.0%}" for c in counts) + f" | {median:.3f} |")
+
+
+def cost_table(plain: Recommender, judged: Recommender, alerts: list[str], repeats: int) -> None:
+    print(f"\n## 4. Cost per alert, greedy (median of {repeats} repeats over {len(alerts)} alerts)\n")
+    print("| calls | without look-up (ms) | with look-up (ms) | ratio |")
+    print("|---|---|---|---|")
+    for label, batch in (("one alert per call", 1), ("64 alerts per call", 64)):
+        timings = {}
+        for name, recommender in (("plain", plain), ("judged", judged)):
+            runs = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                for start in range(0, len(alerts), batch):
+                    recommender.recommend(alerts[start:start + batch])
+                runs.append(1000 * (time.perf_counter() - started) / len(alerts))
+            timings[name] = statistics.median(runs)
+        print(f"| {label} | {timings['plain']:.3f} | {timings['judged']:.3f} | "
+              f"{timings['judged'] / timings['plain']:.2f} |")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--translator", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--dev", required=True)
+    p.add_argument("--test", help="also score selective BLEU here (acceptance only: development never sees it)")
+    p.add_argument("--source-column")
+    p.add_argument("--target-column")
+    p.add_argument("--in-scope", help="alerts about the catalog's equipment, one per line")
+    p.add_argument("--out-of-scope", help="alerts the translator should refuse, one per line")
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args()
+    torch.set_num_threads(1)  # like the UI's decoding worker; timings comparable run to run
+    read = lambda path: read_parallel(path, args.source_column, args.target_column)  # noqa: E731
+    train, dev = read(args.train), read(args.dev)
+    model, tokenizer, _ = load_model(args.translator)
+    plain = Recommender(model, tokenizer)
+    memory, trust = fit_case_memory(plain, train, dev)
+    judged = Recommender(model, tokenizer, memory=memory, trust=trust)
+    print(f"# Trust benchmark: {args.translator} ({model.config.attention}), train {args.train}, dev {args.dev}")
+    print(f"trust model: weights {dict(zip(FEATURES, trust.weights, strict=True))}, "
+          f"bias {trust.bias:.3f}, out of scope below {trust.scope_threshold:.3f}")
+    lists = {name: read_alerts(path) for name, path in (("in-scope", args.in_scope),
+                                                         ("out-of-scope", args.out_of_scope)) if path}
+    similarity_table(plain, memory, dev, lists)
+    splits = {"dev": dev, **({"test": read(args.test)} if args.test else {})}
+    selective_table(judged, splits)
+    verdict_table(judged, lists, dev)
+    cost_table(plain, judged, [e.source for e in dev.examples][:200], args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""Where a file job writes, and the record that lets ``--resume`` prove that an output is this job's.
+
+Every file a job writes (the output, the attention file, the heatmap folder's PNGs, the record) is
+distinct from the file it reads and from each other, by any name (a link, a relative path): checked
+before anything is written, a resumed job included, since a path given twice would be overwritten or
+interleaved. A folder a destination needs must not be a file.
+
+When a job starts, it writes a record beside its output, ``<output>.job.json``: the input (path, size
+and SHA-256), the model (a SHA-256 of its configuration, vocabularies and weights) and the settings
+that shape the output (formats, column, search, companions). ``--resume`` continues an output only
+when that record is there and names the same input, model and settings; anything else is a one-line
+refusal, so an edited input, another model or another search never mixes into an old output, and
+a file that some other program wrote is never taken for a half-done job. The record stays after the
+job ends, so resuming a finished job is a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seq2seq.errors import DataError, shown
+from seq2seq.recommender import Recommender
+
+RECORD_VERSION = 1
+_HEATMAP_NAME = re.compile(r"row_\d+\.png(\.partial)?")
+
+
+def record_path(output: Path) -> Path:
+    """Where the record of the job writing ``output`` lives."""
+    return output.with_name(output.name + ".job.json")
+
+
+def check_distinct(input_path: Path, writes: dict[str, Path | None], heatmaps: Path | None) -> None:
+    """DataError when a file in ``writes`` (option -> path) is the input or another of them, when a folder
+    one needs (``heatmaps`` included) is a file, or when a file lies where the heatmap PNGs are written."""
+    files = {option: path for option, path in writes.items() if path is not None}
+    named = [("--input", input_path), *files.items()]
+    for index, (option, path) in enumerate(named):
+        for other_option, other in named[:index]:
+            if _same_file(path, other):
+                raise DataError(f"{path}: {option} is also the {other_option}; each file a job writes must be "
+                                "a file of its own")
+        if heatmaps is not None and _same_file(path.parent, heatmaps) and _HEATMAP_NAME.fullmatch(path.name):
+            raise DataError(f"{path}: {option} lies in the --heatmaps folder under a heatmap's name")
+    for option, path in [*files.items(), ("--heatmaps", heatmaps)]:
+        if path is not None:
+            _check_folders(path, option, folder=option == "--heatmaps")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
+def _check_folders(path: Path, option: str, folder: bool) -> None:
+    """The nearest existing ancestor of ``path`` (``path`` itself for a folder) must be a folder."""
+    for candidate in ([path] if folder else []) + list(path.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise DataError(f"{candidate}: is a file, but {option} {path} needs it to be a folder")
+            return
+
+
+def job_record(input_path: Path, recommender: Recommender, settings: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a job: its input's contents, its model and the settings that shape its output."""
+    return {"version": RECORD_VERSION, "input": _input_identity(input_path), "model": model_digest(recommender),
+            "settings": settings}
+
+
+def _input_identity(path: Path) -> dict[str, Any]:
+    """Path, size and SHA-256 of a regular file; only the path of a pipe or device (it cannot be proven)."""
+    identity: dict[str, Any] = {"path": os.path.realpath(path)}
+    if path.is_file():
+        digest = hashlib.sha256()
+        with path.open("rb") as file:
+            while block := file.read(1 << 20):
+                digest.update(block)
+        identity.update(size=path.stat().st_size, sha256=digest.hexdigest())
+    return identity
+
+
+def model_digest(recommender: Recommender) -> str:
+    """SHA-256 of the model's configuration, vocabularies and weights (as decoded: a quantized model has its own)."""
+    digest = hashlib.sha256(repr(recommender.model.config).encode("utf-8"))
+    for part in recommender.tokenizer.state_dict().values():
+        digest.update(part if isinstance(part, bytes) else repr(part).encode("utf-8"))
+    for name, tensor in recommender.model.state_dict().items():
+        if isinstance(tensor, torch.Tensor):
+            digest.update(name.encode("utf-8"))
+            digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def claim_new(output: Path, record: dict[str, Any]) -> None:
+    """Write ``record`` beside ``output`` for a job starting afresh (atomically: a kill leaves the old or the new)."""
+    path = record_path(output)
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", encoding="utf-8") as file:
+        json.dump(record, file, indent=1)
+        file.write("\n")
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(partial, path)
+
+
+def check_resumable(output: Path, record: dict[str, Any]) -> None:
+    """DataError unless the record beside ``output`` is ``record``: same input, model and settings."""
+    path = record_path(output)
+    if not path.exists():
+        raise DataError(f"{output}: --resume found no record of the job that wrote it ({path.name}), so it may be "
+                        "another program's file; use another --output, or run without --resume")
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"{path}: unreadable job record ({shown(str(err))}); use another --output") from None
+    if not isinstance(found, dict) or found.get("version") != RECORD_VERSION:
+        raise DataError(f"{path}: not a job record this version wrote; use another --output")
+    differences = _differences(found, record)
+    if differences:
+        raise DataError(f"{output}: was written by another job ({'; '.join(differences)}); use another --output, "
+                        "or delete it and its record to start again")
+
+
+def _differences(found: dict[str, Any], record: dict[str, Any]) -> list[str]:
+    differences = []
+    if found.get("input") != record["input"]:
+        recorded = found.get("input") or {}
+        if recorded.get("path") != record["input"]["path"]:
+            differences.append(f"its input was {shown(str(recorded.get('path')))}")
+        elif "sha256" not in record["input"]:
+            differences.append("the input is not a regular file, so it cannot be proven unchanged")
+        else:
+            differences.append("the input has changed since the job started")
+    if found.get("model") != record["model"]:
+        differences.append("another model")
+    settings = found.get("settings") if isinstance(found.get("settings"), dict) else {}
+    changed = [key for key in record["settings"] if settings.get(key) != record["settings"][key]]
+    if changed:
+        differences.append(f"other {', '.join(changed)}")
+    return differences

@@ -1,0 +1,119 @@
+"""Out-of-range numbers: every config field is checked against its interval when the record is made
+(flags, a JSON file, code), and a flag that is no config field by its argparse type; either way one
+line, exit status 2, and nothing written."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+from support import assert_one_line_error, file_states, run_cli
+
+from seq2seq.config import (
+    MAX_BEAM_SIZE,
+    RANGES,
+    ModelConfig,
+    RulConfig,
+    SearchConfig,
+    TokenizerConfig,
+    TrainConfig,
+    from_dict,
+)
+from seq2seq.errors import ConfigError
+
+CLASSES = {cls.__name__: cls for cls in (TokenizerConfig, ModelConfig, TrainConfig, SearchConfig, RulConfig)}
+OUT_OF_RANGE = [
+    (ModelConfig, "embed_size", -1), (ModelConfig, "encoder_hidden", 0), (ModelConfig, "decoder_hidden", 10**9),
+    (ModelConfig, "dropout", 1.5), (ModelConfig, "dropout", 1.0), (ModelConfig, "dropout", math.nan),
+    (ModelConfig, "num_layers", 0), (ModelConfig, "max_source_length", 0),
+    (TrainConfig, "epochs", -1), (TrainConfig, "epochs", 0), (TrainConfig, "max_minutes", -5.0),
+    (TrainConfig, "max_minutes", math.inf), (TrainConfig, "learning_rate", -1e-3), (TrainConfig, "batch_tokens", 0),
+    (TrainConfig, "label_smoothing", 1.0), (TrainConfig, "teacher_forcing", 1.5), (TrainConfig, "seed", -1),
+    (SearchConfig, "beam_size", 0), (SearchConfig, "beam_size", MAX_BEAM_SIZE + 1), (SearchConfig, "beam_size", 10**9),
+    (SearchConfig, "length_penalty", math.nan), (SearchConfig, "length_penalty", 1e308),
+    (SearchConfig, "length_penalty", -1.0), (SearchConfig, "max_length_ratio", -1.0),
+    (RulConfig, "window", 0), (RulConfig, "window", -3), (RulConfig, "rul_cap", 0), (RulConfig, "kernel_size", 4),
+    (RulConfig, "epochs", -1), (RulConfig, "max_minutes", -1.0), (RulConfig, "batch_size", 0),
+    (RulConfig, "dropout", 2.0), (RulConfig, "lstm_hidden", 10**8),
+    (TokenizerConfig, "vocab_size", 0), (TokenizerConfig, "vocab_size", 10**12),
+]
+
+
+@pytest.mark.parametrize(("cls", "field", "value"), OUT_OF_RANGE)
+def test_a_value_outside_its_interval_is_a_one_line_config_error_naming_the_field(cls, field, value):
+    with pytest.raises(ConfigError) as made:
+        cls(**{field: value})
+    with pytest.raises(ConfigError) as read:
+        from_dict(cls, {field: value}, "x.json: section")
+    for error in (made, read):
+        assert "\n" not in str(error.value) and f"{field} must be" in str(error.value)
+    assert str(read.value).startswith("x.json: section: ")
+
+
+@pytest.mark.parametrize(("critical", "degrading"), [(80, 80), (90, 80), (100, 0)])
+def test_inverted_health_thresholds_are_refused(critical, degrading):
+    with pytest.raises(ConfigError, match="degrading_below must be in \\(critical_below, "):
+        RulConfig(critical_below=critical, degrading_below=degrading)
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_every_default_lies_inside_its_interval(name):
+    config = CLASSES[name]()
+    assert set(RANGES[name]) <= {field.name for field in dataclasses.fields(config)}
+
+
+@pytest.mark.parametrize("flags", [
+    ["--dropout", "1.5"], ["--dropout", "nan"], ["--epochs", "-1"], ["--max-minutes", "-1"],
+    ["--embed-size", "-4"], ["--layers", "0"], ["--batch-tokens", "0"], ["--learning-rate", "-1"],
+    ["--vocab-size", "3"],
+])
+def test_train_refuses_an_out_of_range_flag_before_writing_anything(tmp_path, flags):
+    output_dir = tmp_path / "run"
+    result = run_cli("train", "--output-dir", str(output_dir), "--device", "cpu", *flags)
+    assert_one_line_error(result, "must be in")
+    assert not output_dir.exists()
+
+
+@pytest.mark.parametrize("section, values", [
+    ("model", {"dropout": 3}), ("train", {"epochs": -2}), ("model", {"embed_size": 10**10}),
+])
+def test_train_refuses_an_out_of_range_config_file_value_naming_the_file(tmp_path, section, values):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({section: values}), encoding="utf-8")
+    result = run_cli("train", "--output-dir", str(tmp_path / "run"), "--config", str(config))
+    assert_one_line_error(result, f"{config}: {section}: {next(iter(values))} must be in")
+
+
+@pytest.mark.parametrize("values", [{"window": 0}, {"critical_below": 90}, {"epochs": -1}, {"kernel_size": 2}])
+def test_rul_train_refuses_an_out_of_range_config_value(tmp_path, values):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"rul": values}), encoding="utf-8")
+    result = run_cli("rul", "train", "--output-dir", str(tmp_path / "run"), "--config", str(config))
+    assert_one_line_error(result, f"{config}: rul: ")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--batch-size", "0"], "argument --batch-size: must be in [1, "),
+    (["--batch-size", "-1"], "argument --batch-size: must be in [1, "),
+    (["--batch-size", "x"], "expected a whole number, got 'x'"),
+    (["--batch-size", "\x1b[2J"], "got '\\x1b[2J'"),
+    (["--beam-size", str(MAX_BEAM_SIZE + 1)], "beam_size must be in [1, 50]"),
+    (["--beam-size", "-1"], "beam_size must be in"),
+    (["--length-penalty", "nan"], "length_penalty must be in"),
+    (["--max-length-ratio", "-2"], "max_length_ratio must be in"),
+    (["--n-best", "0"], "n_best must be in"),
+])
+def test_translate_on_stdin_refuses_an_out_of_range_number_before_loading_the_model(tmp_path, flags, words):
+    model = tmp_path / "never-read.pt"
+    result = run_cli("translate", "--model", str(model), *flags, stdin=b"pump vibration high\n")
+    assert_one_line_error(result, words)
+    assert result.stdout == ""
+
+
+def test_an_unknown_choice_is_also_one_line(tmp_path):
+    before = file_states(tmp_path / "x.pt")
+    assert_one_line_error(run_cli("translate", "--model", str(tmp_path / "x.pt"), "--device", "tpu"), "--device")
+    assert file_states(tmp_path / "x.pt") == before

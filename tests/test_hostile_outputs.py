@@ -1,0 +1,134 @@
+"""Where a file job writes: every destination distinct from the input and from each other, under
+--resume too; --resume continues only an output whose job record names the same input, model and
+settings. Each refusal is one line with exit status 2 and leaves every file as it was."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from support import assert_one_line_error, file_states, run_cli, trained
+
+from seq2seq.recommender import Recommender
+from seq2seq.serving.batch import translate_file
+from seq2seq.serving.destinations import record_path
+
+LOG = "problem\toperator\nENGINE OIL LEAK\tanna\nFUEL PUMP NOISY\tbob\n"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return trained(tmp_path_factory.getbasetemp()).best
+
+
+@pytest.fixture
+def log(tmp_path):
+    path = tmp_path / "log.tsv"
+    path.write_text(LOG, encoding="utf-8")
+    return path
+
+
+def translate(model, *options: str):
+    return run_cli("translate", "--model", str(model), *options)
+
+
+@pytest.mark.parametrize("resume", [[], ["--resume"]])
+@pytest.mark.parametrize("clash", [
+    lambda d: ["--output", "out.tsv", "--attention-out", "log.tsv"],
+    lambda d: ["--output", "o.tsv", "--attention-out", "o.tsv"],
+    lambda d: ["--output", "./sub/../log.tsv"],
+    lambda d: ["--output", "link.tsv"],
+    lambda d: ["--output", "hard.tsv"],
+    lambda d: ["--output", "out.tsv", "--attention-out", "out.tsv.job.json"],
+    lambda d: ["--output", "out.tsv", "--heatmaps", "log.tsv"],
+    lambda d: ["--output", "log.tsv/out.tsv"],
+    lambda d: ["--output", "out.tsv", "--attention-out", "maps/row_000001.png", "--heatmaps", "maps"],
+], ids=["attention-is-input", "attention-is-output", "output-is-input-by-path", "output-is-a-symlink-to-input",
+        "output-is-a-hard-link-to-input", "attention-is-the-record", "heatmaps-is-a-file", "folder-is-a-file",
+        "attention-is-a-heatmap"])
+def test_a_destination_that_is_not_a_file_of_its_own_is_refused_and_nothing_changes(model, log, tmp_path,
+                                                                                    monkeypatch, clash, resume):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.tsv").symlink_to(log)
+    os.link(log, tmp_path / "hard.tsv")
+    watched = [log, *(tmp_path / name for name in ("out.tsv", "o.tsv", "out.tsv.job.json", "o.tsv.job.json"))]
+    before = file_states(*watched)
+    result = translate(model, "--input", "log.tsv", *clash(tmp_path), *resume)
+    assert_one_line_error(result)
+    assert file_states(*watched) == before
+    assert not (tmp_path / "maps").exists() or not any((tmp_path / "maps").iterdir())
+
+
+def test_resume_of_a_file_no_job_of_ours_wrote_is_refused(model, log, tmp_path):
+    header = "problem\toperator\trecommendation\tscore\terror\n"
+    for name, text in (("notes.txt", "my own notes\n"), ("old.tsv", header)):
+        output = tmp_path / name
+        output.write_text(text, encoding="utf-8")
+        result = translate(model, "--input", str(log), "--output", str(output), "--resume")
+        assert_one_line_error(result, "found no record of the job that wrote it")
+        assert output.read_text(encoding="utf-8") == text
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (["--beam-size", "2"], "other search"),
+    (["--max-length-ratio", "1.5"], "other search"),
+    (["--column", "operator"], "other column"),
+    (["--attention-out", "att.jsonl"], "other attention_out"),
+    (["--edit-input"], "the input has changed"),
+    (["--other-input"], "its input was"),
+])
+def test_resume_with_another_input_or_other_settings_is_refused_and_keeps_the_output(model, log, tmp_path,
+                                                                                     change, words):
+    output = tmp_path / "out.tsv"
+    assert translate(model, "--input", str(log), "--output", str(output)).status == 0
+    before = file_states(output, record_path(output))
+    source = log
+    if change == ["--edit-input"]:
+        log.write_text(LOG + "VALVE STUCK\tcarl\n", encoding="utf-8")
+        change = []
+    elif change == ["--other-input"]:
+        source = tmp_path / "other.tsv"
+        source.write_text(LOG, encoding="utf-8")
+        change = []
+    result = translate(model, "--input", str(source), "--output", str(output), "--resume", *change)
+    assert_one_line_error(result, "written by another job", words)
+    assert file_states(output, record_path(output)) == before
+
+
+def test_resume_with_another_model_is_refused(model, log, tmp_path):
+    output = tmp_path / "out.tsv"
+    translate_file(Recommender.from_checkpoint(model), log, output)
+    before = file_states(output)
+    with pytest.raises(Exception, match="another model"):
+        translate_file(Recommender.from_checkpoint(model, quantize=True), log, output, resume=True)
+    assert file_states(output) == before
+
+
+def test_resume_of_this_jobs_finished_output_changes_nothing(model, log, tmp_path):
+    output = tmp_path / "out.tsv"
+    assert translate(model, "--input", str(log), "--output", str(output)).status == 0
+    before = file_states(output, record_path(output))
+    result = translate(model, "--input", str(log), "--output", str(output), "--resume")
+    assert result.status == 0, result.stderr
+    assert file_states(output, record_path(output)) == before
+
+
+def test_a_job_without_resume_into_a_new_output_keeps_its_old_behaviour(model, log, tmp_path):
+    output = tmp_path / "out.tsv"
+    result = translate(model, "--input", str(log), "--output", str(output), "--attention-out",
+                       str(tmp_path / "att.jsonl"))
+    assert result.status == 0, result.stderr
+    lines = output.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3 and lines[0].startswith("problem\toperator\trecommendation\tscore\t")
+    assert len((tmp_path / "att.jsonl").read_text(encoding="utf-8").splitlines()) == 2
+    assert record_path(output).is_file()
+
+
+@pytest.mark.parametrize("folder", ["afile", "afile/run"])
+def test_rul_train_into_a_file_where_a_folder_is_needed_is_refused(tmp_path, folder):
+    (tmp_path / "afile").write_text("keep\n", encoding="utf-8")
+    result = run_cli("rul", "train", "--output-dir", str(tmp_path / folder), "--epochs", "1", "--device", "cpu")
+    assert result.status == 2 and "Traceback" not in result.stderr  # after the log lines of reading the data
+    assert result.error_lines[-1].startswith(f"seq2seq: error: {tmp_path / 'afile'}: is a file, but ")
+    assert (tmp_path / "afile").read_text(encoding="utf-8") == "keep\n"

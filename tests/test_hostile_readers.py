@@ -1,0 +1,213 @@
+"""Hostile input files: a file that is not UTF-8 text or names a column twice is refused in one line
+(its bytes escaped in the message); a line too long to hold is read in bounded memory and flagged as a
+bad row, and the job goes on; an alert with no known word gets a warning, not a confident answer."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from support import (
+    LOG_ALERTS,
+    assert_one_line_error,
+    csv_input,
+    file_states,
+    read_csv,
+    run_cli,
+    trained,
+    write_csv,
+)
+
+from seq2seq.errors import DataError
+from seq2seq.files import MAX_LINE_BYTES, read_lines
+from seq2seq.recommender import Recommender
+from seq2seq.serving.batch import translate_file
+
+LONG = MAX_LINE_BYTES + 1000  # a field or line just over the limit
+CSV_TEXT = "source,note\npump vibration high,a\nbelt worn,b\n"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    return trained(tmp_path_factory.getbasetemp()).best
+
+
+@pytest.fixture(scope="module")
+def recommender(model) -> Recommender:
+    return Recommender.from_checkpoint(model)
+
+
+def translate(model: Path, source: Path, output: Path, *options: str):
+    return run_cli("translate", "--model", str(model), "--input", str(source), "--output", str(output), *options)
+
+
+NOT_TEXT = [
+    ("utf16.csv", CSV_TEXT.encode("utf-16"), "UTF-16 text (byte-order mark ff fe)"),
+    ("utf16be.tsv", codecs.BOM_UTF16_BE + "source\tx\npump\t1\n".encode("utf-16-be"), "UTF-16 text"),
+    ("utf32.jsonl", '{"source": "pump"}\n'.encode("utf-32"), "UTF-32 text"),
+    ("nomark.csv", CSV_TEXT.encode("utf-16-le"), "a NUL byte on line 1"),
+    ("image.csv", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", "binary file"),
+    ("late.tsv", b"source\tx\npump\t1\nfan\0\t2\n", "a NUL byte on line 3"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "words"), NOT_TEXT, ids=[case[0] for case in NOT_TEXT])
+def test_a_file_that_is_not_utf8_text_is_refused_in_one_line_and_nothing_is_written(model, tmp_path, name, data,
+                                                                                    words):
+    source = tmp_path / name
+    source.write_bytes(data)
+    output = tmp_path / f"out{source.suffix}"
+    before = file_states(source, output)
+    line = assert_one_line_error(translate(model, source, output), str(source), words)
+    assert "columns found" not in line
+    assert file_states(source, output) == before
+
+
+def test_an_endless_device_is_refused_at_once(model, tmp_path):
+    assert_one_line_error(translate(model, Path("/dev/zero"), tmp_path / "out.txt", "--format", "txt"),
+                          "/dev/zero: not UTF-8 text")
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize(("name", "data", "words"), NOT_TEXT, ids=[case[0] for case in NOT_TEXT])
+def test_training_and_sensor_readers_refuse_the_same_files(tmp_path, name, data, words):
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(DataError, match=f"{re.escape(str(path))}: .*{re.escape(words)}"):
+        read_lines(path)
+
+
+@pytest.mark.parametrize(("name", "text", "words"), [
+    ("dup.csv", "source,note,note\npump,a,b\n", "column 'note' appears twice (columns 2 and 3)"),
+    ("dup.tsv", "source\tsource\npump\tfan\n", "column 'source' appears twice"),
+    ("spaced.csv", "id,source, source \n1,pump,fan\n", "column 'source' appears twice"),
+    ("dup.jsonl", '{"source": "pump", "source": "fan"}\n', "line 1: key 'source' appears twice"),
+    ("late.jsonl", '{"source": "pump"}\n{"source": "fan", "x": {"a": 1, "a": 2}}\n', "line 2: key 'a' appears twice"),
+])
+def test_a_column_named_twice_is_refused_rather_than_silently_resolved(model, tmp_path, name, text, words):
+    source = tmp_path / name
+    source.write_text(text, encoding="utf-8")
+    output = tmp_path / f"out{source.suffix}"
+    assert_one_line_error(translate(model, source, output), words)
+    assert not output.exists() or output.suffix == ".jsonl"  # a later JSON line fails once rows are written
+
+
+@pytest.mark.parametrize("header", [b"id,\x1b[31mred\x1b[0m", b"id,bell\x07", b"id,form\x0cfeed", b"id,\xc2\x9bcsi",
+                                    b"id,rtl\xe2\x80\xaeoverride"])
+def test_control_bytes_of_a_header_reach_the_message_escaped(model, tmp_path, header):
+    source = tmp_path / "in.csv"
+    source.write_bytes(header + b",x\n1,2,3\n")
+    result = translate(model, source, tmp_path / "out.csv")
+    assert_one_line_error(result, "columns found: id, ")
+    assert not any(ch in result.stderr for ch in "\x1b\x07\x0c\x9b\u202e"), repr(result.stderr)
+    assert "\\x" in result.stderr or "\\u" in result.stderr
+
+
+def test_a_header_that_is_not_utf8_is_a_problem_with_the_file_not_garbage_columns(model, tmp_path):
+    source = tmp_path / "in.csv"
+    source.write_bytes("problème,x\nfan,1\n".encode("latin-1"))
+    line = assert_one_line_error(translate(model, source, tmp_path / "out.csv"), "line 1: the header is unreadable",
+                                 "not valid UTF-8 (byte 0xe8")
+    assert "columns found" not in line
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "txt"])
+def test_a_line_too_long_to_hold_is_a_flagged_row_and_the_job_goes_on(recommender, tmp_path, fmt):
+    alerts = [LOG_ALERTS[0], "x" * LONG, LOG_ALERTS[1]]
+    source = tmp_path / f"in.{fmt}"
+    if fmt == "csv":
+        write_csv(source, [[str(i), alert, "note"] for i, alert in enumerate(alerts)])
+    elif fmt == "tsv":
+        source.write_text("".join(f"{i}\t{a}\n" for i, a in enumerate(["source", *alerts])), encoding="utf-8")
+    elif fmt == "jsonl":
+        source.write_text("".join(json.dumps({"source": a}) + "\n" for a in alerts), encoding="utf-8")
+    else:
+        source.write_text("".join(a + "\n" for a in alerts), encoding="utf-8")
+    before = file_states(source)
+    summary = translate_file(recommender, source, tmp_path / "out.csv")
+    rows = read_csv(tmp_path / "out.csv")
+    assert len(rows) == 3 and (summary.rows, summary.errors) == (3, 1)
+    assert rows[1]["recommendation"] == "" and f"longer than {MAX_LINE_BYTES} bytes" in rows[1]["error"]
+    assert [rows[0]["recommendation"], rows[2]["recommendation"]] == recommender.translate(LOG_ALERTS[:2])
+    assert file_states(source) == before
+
+
+def test_a_long_line_inside_a_quoted_csv_field_flags_that_record_only(recommender, tmp_path):
+    source = tmp_path / "in.csv"
+    source.write_text(f'id,source,note\n1,{LOG_ALERTS[0]},"a\n{"y" * LONG}\nend"\n2,{LOG_ALERTS[1]},"odd ""quote\n'
+                      f'{"z" * LONG}"""\n3,{LOG_ALERTS[2]},plain\n', encoding="utf-8")
+    translate_file(recommender, source, tmp_path / "out.csv")
+    rows = read_csv(tmp_path / "out.csv")
+    assert [bool(row["error"]) for row in rows] == [True, True, False]
+    assert rows[2]["recommendation"] == recommender.translate([LOG_ALERTS[2]])[0]
+
+
+def test_a_200_kb_quoted_csv_field_flags_its_row_from_the_cli(model, tmp_path):
+    source = write_csv(tmp_path / "in.csv", [["1", LOG_ALERTS[0], "a"], ["2", LOG_ALERTS[1], "b" * 200_000],
+                                             ["3", LOG_ALERTS[2], "c"]])
+    result = translate(model, source, tmp_path / "out.csv")
+    assert result.status == 0, result.stderr
+    rows = read_csv(tmp_path / "out.csv")
+    assert [row["id"] for row in rows] == ["1", "", "3"]  # the fields of a line too long to read stay empty
+    assert [bool(row["error"]) for row in rows] == [False, True, False]
+
+
+@pytest.mark.parametrize("alert", ["🔥🔥🔥", "🔥 💧 ⚠", "жжж 中文", "\u200b\u200b"])
+def test_an_alert_with_no_known_word_gets_a_warning_not_an_answer(recommender, alert):
+    result = recommender.recommend([alert, LOG_ALERTS[0]])
+    assert result[0].text == "" and "no word of the alert is known" in result[0].warning
+    assert result[1].text and result[1].warning is None
+
+
+def test_a_csv_of_csv_input_keeps_its_rows(recommender, tmp_path):
+    """The bounded reader reads an ordinary file exactly as before."""
+    source = csv_input(tmp_path)
+    translate_file(recommender, source, tmp_path / "out.csv")
+    assert [row["source"] for row in read_csv(tmp_path / "out.csv")] == LOG_ALERTS
+
+
+MEMORY_CHILD = """
+import resource, sys
+import seq2seq.cli
+size = int(open('/proc/self/status').read().split('VmSize:')[1].split()[0]) * 1024
+limit = size + int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+raise SystemExit(seq2seq.cli.main(sys.argv[2:]))
+"""
+MEMORY_MARGIN = 1 << 30  # address space beyond the loaded program: model, threads, one bounded line
+ENDLESS = 3 << 29  # bytes of one line: more than the margin, so holding it whole would fail
+
+
+@pytest.mark.slow
+def test_an_endless_line_is_read_in_bounded_memory(model, tmp_path):
+    """Under an address-space limit smaller than the line, the job ends with the line flagged."""
+    fifo = tmp_path / "endless.txt"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with fifo.open("wb") as pipe:
+            pipe.write(LOG_ALERTS[0].encode() + b"\n")
+            block = b"a" * (1 << 20)
+            for _ in range(ENDLESS // len(block)):
+                pipe.write(block)
+            pipe.write(b"\n" + LOG_ALERTS[1].encode() + b"\n")
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    output = tmp_path / "out.csv"
+    argv = ["translate", "--model", str(model), "--input", str(fifo), "--output", str(output), "--format", "txt",
+            "--workers", "1"]
+    child = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(MEMORY_MARGIN), *argv], capture_output=True,
+                           text=True, timeout=300, env={**os.environ, "MALLOC_ARENA_MAX": "2"})
+    writer.join(timeout=60)
+    assert child.returncode == 0, child.stderr[-2000:]
+    rows = read_csv(output)
+    assert [row["source"] for row in rows] == [LOG_ALERTS[0], "", LOG_ALERTS[1]]
+    assert "longer than" in rows[1]["error"] and rows[0]["recommendation"] and rows[2]["recommendation"]

@@ -1,0 +1,130 @@
+"""Case memory, trust and verdicts: nearest past cases, fitted flag rates, checkpoints with and without a memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import TINY_PAIRS, run_cli, tiny_data, train_args, trained, training_threads
+
+from seq2seq.checkpoint import read_checkpoint, save_atomic
+from seq2seq.errors import CheckpointError
+from seq2seq.memory import CaseMemory
+from seq2seq.recommender import Recommender
+from seq2seq.trust import FEATURES, VERDICTS, TrustModel, features, fit_trust
+
+ALERTS, ACTIONS = [a for a, _ in TINY_PAIRS], [b for _, b in TINY_PAIRS]
+
+
+@pytest.fixture(scope="module")
+def memory() -> CaseMemory:
+    return CaseMemory(ALERTS, ACTIONS)
+
+
+def test_an_alert_from_the_memory_finds_itself_first_with_similarity_one(memory):
+    for alert, action in TINY_PAIRS:
+        [first, *rest] = memory.nearest([alert], 3)[0]
+        assert (first.alert, first.action) == (alert, action)
+        assert first.similarity == pytest.approx(1.0, abs=1e-5)
+        assert all(0.0 <= case.similarity <= first.similarity for case in rest)
+
+
+def test_neighbours_are_sorted_distinct_and_as_many_as_asked(memory):
+    found = memory.nearest(["pump temp high", "valve leaking"], 5)
+    for cases in found:
+        assert len(cases) == 5 and len({(c.alert, c.action) for c in cases}) == 5
+        assert [c.similarity for c in cases] == sorted((c.similarity for c in cases), reverse=True)
+    assert memory.nearest(["pump vibration high"], 100)[0].__len__() == len(TINY_PAIRS)
+
+
+def test_unrelated_text_is_far_from_every_case(memory):
+    [cases] = memory.nearest(["zzzz qqqq xxxx"], 1)
+    assert cases[0].similarity < 0.2
+    assert memory.nearest(["☃☃☃"], 1)[0][0].similarity == 0.0  # no known n-gram: a zero vector
+
+
+def test_fast_query_vectors_equal_scikit_learns_transform(memory):
+    texts = [*ALERTS, "Pump VIBRATION high!!", "", "☃", "motor  current"]
+    expected = memory._alert_index.transform(texts).toarray()
+    for text, row in zip(texts, expected, strict=True):
+        dense = np.zeros_like(row)
+        for column, weight in memory.alert_vector(text).items():
+            dense[column] = weight
+        np.testing.assert_allclose(dense, row, atol=1e-6)
+
+
+def test_agreement_is_one_for_an_action_a_case_took_and_lower_for_another(memory):
+    cases = memory.nearest(["pump vibration high", "pump vibration high"], 3)
+    high, low = memory.agreement(["inspect pump bearings", "top up coolant"], cases)
+    assert high == pytest.approx(1.0, abs=1e-5) and low < high
+
+
+def test_memory_round_trips_through_its_state(memory):
+    again = CaseMemory.from_state_dict(memory.state_dict())
+    assert again.nearest(["motor temp high"], 3) == memory.nearest(["motor temp high"], 3)
+    with pytest.raises(CheckpointError, match="malformed"):
+        CaseMemory.from_state_dict({"version": 1, "alerts": ["a"]})
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=20, max_size=300), st.sampled_from([0.01, 0.05, 0.1, 0.2]))
+@settings(max_examples=60, deadline=None)
+def test_the_scope_threshold_flags_at_most_the_stated_share_of_the_split_it_was_fitted_on(nearest, rate):
+    n = len(nearest)
+    signals = features([-0.5] * n, [4] * n, nearest, [0.5] * n)
+    model = fit_trust(signals, [float(i % 100) for i in range(n)], rate)
+    flagged = sum(model.verdict(0.9, s) == "out-of-scope" for s in nearest)
+    assert flagged <= rate * n + 1e-9
+    assert flagged >= rate * n - 1 - sum(s == model.scope_threshold for s in nearest)  # ties stay in scope
+
+
+def test_trust_is_in_the_unit_interval_and_grows_with_agreement():
+    rng = np.random.default_rng(0)
+    signals = rng.uniform(0, 1, (200, len(FEATURES)))
+    chrf = 100 * signals[:, 2]  # usable exactly when the answer agrees with the past cases
+    model = fit_trust(signals, chrf.tolist())
+    trust = model.trust(signals)
+    assert ((trust >= 0) & (trust <= 1)).all()
+    assert np.corrcoef(trust, signals[:, 2])[0, 1] > 0.9
+    assert TrustModel.from_state_dict(model.state_dict()) == model
+    assert {model.verdict(t, 1.0) for t in (0.1, 0.9)} | {model.verdict(0.9, -1.0)} == set(VERDICTS)
+
+
+def test_a_trained_checkpoint_carries_its_memory_and_judges_every_answer(tmp_path_factory):
+    recommender = Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
+    assert recommender.memory is not None and len(recommender.memory) == len(TINY_PAIRS)
+    results = recommender.recommend(["pump vibration high", "the quick brown fox", ""], similar=2)
+    for r in results[:2]:
+        assert 0.0 <= r.trust <= 1.0 and r.verdict in VERDICTS and len(r.similar) == 2
+    assert results[0].similar[0].alert == "pump vibration high"
+    assert results[0].similar[0].similarity == pytest.approx(1.0, abs=1e-5)
+    assert results[1].verdict == "out-of-scope"
+    assert (results[2].trust, results[2].verdict, results[2].similar) == (None, None, [])
+
+
+def test_a_checkpoint_without_a_memory_loads_translates_and_says_so_once(tmp_path_factory, tmp_path, caplog):
+    path = tmp_path / "old.pt"
+    payload = read_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
+    save_atomic({k: v for k, v in payload.items() if k != "memory"}, path)
+    with caplog.at_level("WARNING"):
+        recommender = Recommender.from_checkpoint(path)
+    assert sum("no case memory" in record.message for record in caplog.records) == 1
+    with_memory = Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
+    [old] = recommender.recommend(["pump vibration high"])
+    [new] = with_memory.recommend(["pump vibration high"])
+    assert old.text == new.text and old.similar == [] and old.verdict in ("confident", "uncertain")
+    assert torch.equal(old.candidates[0].attention, new.candidates[0].attention)
+
+
+@pytest.mark.slow
+def test_a_well_trained_model_is_confident_on_a_copied_alert_and_not_on_unrelated_words(tmp_path):
+    with training_threads():
+        result = run_cli(*train_args(tiny_data(tmp_path / "data"), tmp_path / "run", "--epochs", "40"))
+    assert result.status == 0, result.stderr
+    recommender = Recommender.from_checkpoint(tmp_path / "run" / "best.pt")
+    copied, unrelated = recommender.recommend(["valve stuck open", "banana telephone purple"])
+    assert copied.text == "inspect valve actuator"
+    assert copied.verdict == "confident" and copied.similar[0].alert == "valve stuck open"
+    assert copied.similar[0].similarity == pytest.approx(1.0, abs=1e-5)
+    assert unrelated.verdict == "out-of-scope" and unrelated.trust < copied.trust
