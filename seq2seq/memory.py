@@ -113,7 +113,7 @@ class CaseMemory:
             return [[] for _ in alerts]
         k = min(k, len(self))
         found = []
-        for alert in alerts:
+        for alert in alerts:  # one query at a time: measured faster than one gather for a whole batch
             similarity = np.clip(self._similarity(self.alert_vector(normalize(alert))), 0.0, 1.0)[self._alert_row]
             top = np.argpartition(-similarity, k - 1)[:k]  # the k most similar, unordered
             best = top[np.lexsort((top, -similarity[top]))]  # most similar first, ties by memory order
@@ -121,7 +121,7 @@ class CaseMemory:
         return found
 
     def _similarity(self, query: dict[int, float]) -> np.ndarray:
-        """Cosine of ``query`` with each distinct alert, (U,): the query's n-grams' postings, summed."""
+        """Cosine of ``query`` with each distinct alert, (U,): the postings of its n-grams, summed."""
         indptr, indices, data = self._postings
         columns = np.fromiter(query, dtype=np.int64, count=len(query))
         starts, lengths = indptr[columns], indptr[columns + 1] - indptr[columns]

@@ -39,6 +39,16 @@ def test_neighbours_are_sorted_distinct_and_as_many_as_asked(memory):
     assert memory.nearest(["pump vibration high"], 100)[0].__len__() == len(TINY_PAIRS)
 
 
+def test_a_batch_finds_what_each_alert_finds_alone_with_scikit_learns_cosines(memory):
+    alerts = ["pump temp high", "", "☃", "valve leaking", "motor current high", "zzzz"]
+    together = memory.nearest(alerts, 4)
+    assert together == [memory.nearest([alert], 4)[0] for alert in alerts]
+    index = memory._alert_index
+    cosines = (index.transform(alerts) @ index.transform(memory.alerts).T).toarray()  # (B, N)
+    for row, cases in zip(cosines, together, strict=True):
+        assert [c.similarity for c in cases] == pytest.approx(sorted(row, reverse=True)[:4], abs=1e-5)
+
+
 def test_unrelated_text_is_far_from_every_case(memory):
     [cases] = memory.nearest(["zzzz qqqq xxxx"], 1)
     assert cases[0].similarity < 0.2
