@@ -28,6 +28,8 @@ from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.cli import main
 from seq2seq.config import ModelConfig, TokenizerConfig
 from seq2seq.data import source_batch
+from seq2seq.rul.cmapss import write_cmapss, write_rul
+from seq2seq.rul.synthetic import synthetic_engines, synthetic_test_set
 from seq2seq.serving.smoke import free_port
 
 TINY_PAIRS = (
@@ -207,9 +209,6 @@ class TinyRul:
 
 def trained_rul(root: Path) -> TinyRul:
     """A tiny RUL model trained through ``seq2seq rul train`` on 30 synthetic engines, once per session."""
-    from seq2seq.rul.cmapss import write_cmapss, write_rul
-    from seq2seq.rul.synthetic import synthetic_engines, synthetic_test_set
-
     folder = root / "tiny-rul"
     run = TinyRul(folder / "run", folder / "train_SYN.txt", folder / "test_SYN.txt", folder / "RUL_SYN.txt",
                   folder / "config.json", CliResult(0, "", ""))
@@ -222,8 +221,9 @@ def trained_rul(root: Path) -> TinyRul:
     write_cmapss(run.test, test_engines)
     write_rul(run.rul, true_rul)
     run.config.write_text(json.dumps(RUL_CONFIG), encoding="utf-8")
-    result = run_cli("rul", "train", "--data", str(run.train), "--output-dir", str(run.output_dir),
-                     "--config", str(run.config), "--device", "cpu")
+    with training_threads():  # one thread: under OMP_WAIT_POLICY=PASSIVE (set by gradio_app) two are 3x slower
+        result = run_cli("rul", "train", "--data", str(run.train), "--output-dir", str(run.output_dir),
+                         "--config", str(run.config), "--device", "cpu")
     assert result.status == 0, result.stderr
     return TinyRul(run.output_dir, run.train, run.test, run.rul, run.config, result)
 

@@ -333,6 +333,7 @@ def test_python_m_seq2seq_translates_stdin_to_stdout(run):
     assert process.stdout.decode().split("\n")[:-1] == Recommender.from_checkpoint(run.best).translate(ALERTS[:2])
 
 
+@pytest.mark.slow  # a second interpreter start-up; the stdin test covers python -m
 def test_python_m_seq2seq_error_exits_2_with_one_stderr_line_and_no_traceback(run, tmp_path):
     missing = tmp_path / "missing.pt"
     process = subprocess.run([sys.executable, "-m", "seq2seq", "evaluate", "--model", str(missing),
