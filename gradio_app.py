@@ -62,7 +62,7 @@ import gradio as gr
 
 from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
-from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers
+from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, AlertText, Handlers
 from seq2seq.serving.smoke import smoke_test
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
@@ -96,7 +96,7 @@ def _translator_dropdown(handlers: Handlers) -> gr.Dropdown:
 def _alerts_tab(h: Handlers) -> None:
     with gr.Row():
         with gr.Column(scale=3):
-            text = gr.Textbox(label="Alerts, one per line", lines=4, max_lines=20, elem_id="alerts",
+            text = AlertText(label="Alerts, one per line", lines=4, max_lines=20, elem_id="alerts",
                               placeholder="hpc outlet temperature rising sharply")
             gr.Examples(EXAMPLES, inputs=[text], label="Example alerts (click one)")
         with gr.Column(scale=2):

@@ -115,6 +115,9 @@ def test_empty_or_over_long_input_gives_a_readable_error(client, text, message):
 
 
 @pytest.mark.parametrize("inputs, message", [
+    ((["pump vibration high"], "tiny", 1, 1), "Alerts must be text"),
+    (({"alert": "pump"}, "tiny", 1, 1), "Alerts must be text"),
+    ((42, "tiny", 1, 1), "Alerts must be text"),
     (("pump vibration high", ["tiny"], 1, 1), "Unknown translator"),
     (("pump vibration high", None, 1, 1), "Unknown translator"),
 ])

@@ -1,0 +1,209 @@
+"""What the technician UI does with each event: validate, call the models, shape the results.
+
+``gradio_app.py`` lays the page out and wires these handlers to its components. Limits on one
+request live here because the handlers enforce them; a user's failure comes back as a ``gr.Error``
+with a one-line message (``user_errors``), never as a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+from matplotlib.figure import Figure
+
+from seq2seq.config import SearchConfig
+from seq2seq.errors import Seq2SeqError
+from seq2seq.recommender import Recommendation, Recommender
+from seq2seq.rul.alerts import MAX_ALERTS as ENGINE_ALERTS
+from seq2seq.rul.cmapss import Engine, read_cmapss
+from seq2seq.rul.monitor import EngineMonitor, EngineReport
+from seq2seq.serving.batch import translate_file
+from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
+from seq2seq.serving.incident_log import read_columns
+from seq2seq.serving.views import CONFIDENCE_NOTE, alerts_markdown, engine_json, engine_markdown, recommendation_json
+
+MAX_ALERTS, MAX_CHARS = 50, 10_000  # per /recommend request; files go to the Batch tab
+MAX_BEAM, MAX_N_BEST = 10, 5
+LEVELS = ("words", "pieces")  # what a heatmap's rows and columns are: words by default
+FILE_MAX_AGE_S = 3600  # batch results and uploads are kept this long, then deleted (all at shutdown)
+
+
+def plot_updates(figures: list[Figure], slots: int, labels: list[str] | None = None) -> list[gr.Plot]:
+    """Fill the first plot slots with ``figures`` (and ``labels``); hide the unused ones but the first."""
+    updates = []
+    for k in range(slots):
+        label = {"label": labels[k]} if labels and k < len(labels) else {}
+        updates.append(gr.Plot(value=figures[k] if k < len(figures) else None,
+                               visible=k == 0 or k < len(figures), **label))
+    return updates
+
+from gradio.events import Dependency
+
+class AlertText(gr.Textbox):
+    """The alerts box: like a Textbox, but a program that sends anything but text through the API is
+    refused (Gradio's own Textbox passes ``str(payload)``, so a list would be read as its repr)."""
+
+    is_template = True  # drawn by the Textbox front end
+
+    def preprocess(self, payload: str | None) -> str | None:
+        if payload is not None and not isinstance(payload, str):
+            raise refusal(f"Alerts must be text, one per line (got {type(payload).__name__}).")
+        return payload
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+def refusal(message: str) -> gr.Error:
+    """An error shown to the user; the server log gets no traceback for it (user_errors prints unexpected ones)."""
+    return gr.Error(message, print_exception=False)
+
+
+@contextlib.contextmanager
+def user_errors(upload: str | None = None) -> Iterator[None]:
+    """Turn any failure into a readable gr.Error; the upload's temporary path is shown as its file name."""
+    try:
+        yield
+    except gr.Error:
+        raise
+    except (Seq2SeqError, ValueError, OSError) as err:
+        message = str(err).replace(str(upload), Path(upload).name) if upload else str(err)
+        raise refusal(message) from None
+    except Exception as err:
+        traceback.print_exc()
+        raise refusal(f"Unexpected {type(err).__name__}: {err}. The app is still running; try again.") from None
+
+
+class Handlers:
+    """The functions behind the events; model calls are the ones that share the "model" slot."""
+
+    def __init__(self, translators: dict[str, Recommender], monitor: EngineMonitor | None,
+                 engines: list[Engine]) -> None:
+        if not translators:
+            raise ValueError("the UI needs at least one translator")
+        self.translators, self.monitor = translators, monitor
+        self.engines = {engine.unit: engine for engine in engines}
+        self._work = tempfile.TemporaryDirectory(prefix="maintenance-app-")  # removed at exit or close()
+        self.work_dir = Path(self._work.name)
+
+    def close(self) -> None:
+        """Remove the batch results' folder now rather than at exit."""
+        self._work.cleanup()
+
+    def _new_output_dir(self) -> Path:
+        """A fresh folder for one batch result; results older than FILE_MAX_AGE_S go (Gradio serves its copy)."""
+        for old in self.work_dir.iterdir():
+            if time.time() - old.stat().st_mtime > FILE_MAX_AGE_S:
+                shutil.rmtree(old, ignore_errors=True)
+        return Path(tempfile.mkdtemp(dir=self.work_dir))
+
+    def translator(self, name: str | None) -> Recommender:
+        if not isinstance(name, str) or name not in self.translators:
+            raise refusal(f"Unknown translator {name!r}; choose one of: {', '.join(self.translators)}")
+        return self.translators[name]
+
+    def search(self, beam_size: float, n_best: float = 1) -> SearchConfig:
+        try:
+            beam, n = int(beam_size or 1), int(n_best or 1)
+        except (TypeError, ValueError, OverflowError):
+            raise refusal(f"Beam size and n-best must be whole numbers (got {beam_size!r} and {n_best!r}).") from None
+        if not (1 <= beam <= MAX_BEAM and 1 <= n <= MAX_N_BEST):
+            raise refusal(f"Beam size must be 1..{MAX_BEAM} and n-best 1..{MAX_N_BEST} (got {beam} and {n}).")
+        if n > beam:
+            gr.Warning(f"{n} alternatives need a beam of at least {n}: searching with beam size {n}.")
+        return SearchConfig(beam_size=max(beam, n), n_best=n)
+
+    def recommend(self, text: str, translator: str, beam_size: float, n_best: float):
+        if text is not None and not isinstance(text, str):
+            raise refusal(f"Alerts must be text, one per line (got {type(text).__name__}).")
+        alerts = [line.strip() for line in (text or "").splitlines() if line.strip()]
+        if not alerts:
+            raise refusal("Type at least one alert, one per line.")
+        if len(alerts) > MAX_ALERTS or len(text) > MAX_CHARS:
+            raise refusal(f"Too much input: at most {MAX_ALERTS} alerts and {MAX_CHARS:,} characters per "
+                           "request; the Batch tab translates whole files.")
+        recommender, search = self.translator(translator), self.search(beam_size, n_best)
+        with user_errors():
+            recommendations = recommender.recommend(alerts, search)
+        for i, r in enumerate(recommendations, 1):
+            if r.warning:
+                gr.Warning(f"Alert {i}: {r.warning}.")
+        data = {"translator": translator, "attention_type": recommender.model.config.attention,
+                "beam_size": search.beam_size, "n_best": search.n_best, "confidence": CONFIDENCE_NOTE,
+                "alerts": [recommendation_json(r) for r in recommendations]}
+        return data, recommendations
+
+    def show_recommendations(self, data: dict[str, Any], recommendations: list[Recommendation], level: str):
+        choices = [(f"{i + 1}. {r.alert}", i) for i, r in enumerate(recommendations)]
+        return [alerts_markdown(data["alerts"]), gr.Dropdown(choices=choices, value=0),
+                *self.show_alert(recommendations, 0, level)]
+
+    def show_alert(self, recommendations: list[Recommendation] | None, index: int | None, level: str = LEVELS[0]):
+        """The heatmaps of one alert's candidates, over words (``LEVELS[0]``) or pieces."""
+        chosen = recommendations[int(index)] if recommendations and index is not None else None
+        words = level != LEVELS[1]
+        return plot_updates(recommendation_figures(chosen, words) if chosen else [], MAX_N_BEST)
+
+    def file_units(self, upload: str | None):
+        if not upload:
+            return gr.Dropdown(choices=[], value=None)
+        with user_errors(upload):
+            units = [engine.unit for engine in read_cmapss(upload)]
+        return gr.Dropdown(choices=units, value=units[0])
+
+    def pick_engine(self, unit: Any, upload: str | None, file_unit: Any) -> tuple[Engine, str]:
+        if upload:
+            engines = {engine.unit: engine for engine in read_cmapss(upload)}
+            wanted = int(float(file_unit)) if file_unit not in (None, "") else next(iter(engines))
+            if wanted not in engines:
+                raise refusal(f"{Path(upload).name}: no engine {wanted} (units {min(engines)}..{max(engines)})")
+            return engines[wanted], Path(upload).name
+        if unit in (None, "") or int(float(unit)) not in self.engines:
+            raise refusal("Pick one of the bundled engines, or upload a C-MAPSS file.")
+        return self.engines[int(float(unit))], "bundled synthetic engines"
+
+    def engine_health(self, unit: Any, upload: str | None, file_unit: Any, translator: str):
+        if self.monitor is None:
+            raise refusal("No RUL model loaded: start the app with --rul-model PATH.")
+        recommender, search = self.translator(translator), SearchConfig()
+        with user_errors(upload):
+            engine, source = self.pick_engine(unit, upload, file_unit)
+            report = self.monitor.analyse(engine, recommender, search)
+        return engine_json(report, source), report
+
+    def show_engine(self, data: dict[str, Any], report: EngineReport):
+        shown = [(k, r) for k, r in enumerate(report.recommendations, 1) if r.candidates]
+        figures = [heatmap_figure(r.source_pieces, r.candidates[0]) for _, r in shown]
+        labels = [f"Alert {k}: {r.alert}" for k, r in shown]
+        return [engine_markdown(data), attention_figure(report), deviation_figure(report),
+                *plot_updates(figures, ENGINE_ALERTS, labels)]
+
+    def column_choices(self, upload: str | None):
+        columns = read_columns(Path(upload)) if upload else []
+        return gr.Dropdown(choices=columns, value=None)
+
+    def translate_upload(self, upload: str | None, column: str | None, translator: str, beam_size: float,
+                       progress=gr.Progress()):  # noqa: B008 (Gradio finds the tracker by this default)
+        if not upload:
+            raise refusal("Upload an incident log first (CSV, TSV, JSONL or TXT).")
+        recommender, search = self.translator(translator), self.search(beam_size)
+        source = Path(upload)
+        is_text = source.suffix.lower() == ".txt"  # one alert per line: written back as CSV, next to its alert
+        output = self._new_output_dir() / f"{source.stem}.recommendations" \
+            f"{'.csv' if is_text else source.suffix.lower()}"
+        progress(0, desc="starting")
+        with user_errors(upload):
+            summary = translate_file(recommender, source, output, column=None if is_text else column or None,
+                                     search=search, chunk_rows=256,
+                                     progress=lambda done, total: progress((done, total), desc="rows", unit="rows"))
+        return str(output), summary
