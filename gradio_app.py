@@ -62,7 +62,7 @@ import gradio as gr
 
 from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
-from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, AlertText, Handlers
+from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers
 from seq2seq.serving.smoke import smoke_test
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
@@ -96,7 +96,7 @@ def _translator_dropdown(handlers: Handlers) -> gr.Dropdown:
 def _alerts_tab(h: Handlers) -> None:
     with gr.Row():
         with gr.Column(scale=3):
-            text = AlertText(label="Alerts, one per line", lines=4, max_lines=20, elem_id="alerts",
+            text = gr.Textbox(label="Alerts, one per line", lines=4, max_lines=20, elem_id="alerts",
                               placeholder="hpc outlet temperature rising sharply")
             gr.Examples(EXAMPLES, inputs=[text], label="Example alerts (click one)")
         with gr.Column(scale=2):
@@ -113,8 +113,10 @@ def _alerts_tab(h: Handlers) -> None:
     with gr.Accordion("JSON, as /recommend returns it", open=False):
         data = gr.JSON(elem_id="recommend-json")
     recommendations = gr.State()
+    # preprocess=False: the handler gets what a program sent and checks it (a Textbox would pass str(payload),
+    # reading a list as its repr).
     button.click(h.recommend, [text, translator, beam, n_best], [data, recommendations], api_name="recommend",
-                 concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model").success(
+                 concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model", preprocess=False).success(
         h.show_recommendations, [data, recommendations, level], [summary, choice, *plots],
         api_name="show_recommendations", api_visibility="private")
     for control, name in ((choice, "show_alert"), (level, "show_alert_level")):

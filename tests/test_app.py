@@ -118,6 +118,8 @@ def test_empty_or_over_long_input_gives_a_readable_error(client, text, message):
     ((["pump vibration high"], "tiny", 1, 1), "Alerts must be text"),
     (({"alert": "pump"}, "tiny", 1, 1), "Alerts must be text"),
     ((42, "tiny", 1, 1), "Alerts must be text"),
+    (("pump vibration high", "tiny", "many", 1), "whole numbers"),
+    (("pump vibration high", "tiny", 99, 1), "Beam size must be"),
     (("pump vibration high", ["tiny"], 1, 1), "Unknown translator"),
     (("pump vibration high", None, 1, 1), "Unknown translator"),
 ])

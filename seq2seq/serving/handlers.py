@@ -46,18 +46,6 @@ def plot_updates(figures: list[Figure], slots: int, labels: list[str] | None = N
     return updates
 
 
-class AlertText(gr.Textbox):
-    """The alerts box: like a Textbox, but a program that sends anything but text through the API is
-    refused (Gradio's own Textbox passes ``str(payload)``, so a list would be read as its repr)."""
-
-    is_template = True  # drawn by the Textbox front end
-
-    def preprocess(self, payload: str | None) -> str | None:
-        if payload is not None and not isinstance(payload, str):
-            raise refusal(f"Alerts must be text, one per line (got {type(payload).__name__}).")
-        return payload
-
-
 def refusal(message: str) -> gr.Error:
     """An error shown to the user; the server log gets no traceback for it (user_errors prints unexpected ones)."""
     return gr.Error(message, print_exception=False)
