@@ -30,7 +30,6 @@ from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.errors import Seq2SeqError
 from seq2seq.evaluate import Scores, evaluate_corpus, metrics
 from seq2seq.recommender import Recommender
-from seq2seq.search import check_search_config
 from seq2seq.tokenizer import normalize
 
 TESTED = ("bleu", "chrf")  # metrics given the paired test; TER is reported as seq2seq evaluate does
@@ -118,7 +117,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = SearchConfig(beam_size=args.beam_size)
-        check_search_config(config)
         corpus = read_parallel(args.data, args.source_column, args.target_column, args.data_target)
         if corpus.skipped:
             print(f"warning: {corpus.summary()}", file=sys.stderr)

@@ -114,11 +114,6 @@ def save_checkpoint(path: str | Path, model: Seq2Seq, tokenizer: Tokenizer, trai
     }, path)
 
 
-def add_memory(path: str | Path, memory: dict[str, Any]) -> None:
-    """Rewrite a translator checkpoint with its case memory and trust model (``seq2seq.evaluate.fit_case_memory``)."""
-    save_atomic({**read_checkpoint(path), "memory": memory}, path)
-
-
 def restore(payload: dict[str, Any], path: str | Path) -> tuple[Seq2Seq, Tokenizer]:
     """Rebuild the model and tokenizer a checkpoint describes, with its weights loaded strictly."""
     with checkpoint_fault():

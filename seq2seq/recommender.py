@@ -27,8 +27,8 @@ from seq2seq.fast.quantize import quantize_int8
 from seq2seq.memory import Case, CaseMemory
 from seq2seq.model import Seq2Seq
 from seq2seq.search import Hypothesis, search
-from seq2seq.tokenizer import EOS_ID, UNK_ID, Tokenizer
-from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, TrustModel, features
+from seq2seq.tokenizer import EOS_ID, UNK_ID, WORD_START, Tokenizer
+from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, UNCERTAIN_BELOW, TrustModel, features
 
 SIMILAR = 3  # past cases returned per alert unless asked otherwise
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class Recommender:
         pieces = self.tokenizer.source_pieces(alert)
         if len(ids) <= 1:
             return [], [], "empty alert"
-        if all(i == UNK_ID or not piece.strip("▁") for i, piece in zip(ids[:-1], pieces, strict=False)):
+        if all(i == UNK_ID or not piece.strip(WORD_START) for i, piece in zip(ids[:-1], pieces, strict=False)):
             return [], [], "no word of the alert is known to the model; no recommendation"  # a guess from nothing
         limit = self.max_source_length
         if len(ids) <= limit:
@@ -125,6 +125,12 @@ class Recommender:
         (``seq2seq.fast.threads.one_core_workers``, as ``seq2seq translate`` runs it): one
         multi-core thread leaves the other cores idle between small operations (docs/benchmarks.md).
         """
+        answers = self._answer(alerts, config, batch_size)
+        judged = self._judge([r for r in answers if r.candidates], similar)
+        return [next(judged) if r.candidates else r for r in answers]
+
+    def _answer(self, alerts: list[str], config: SearchConfig | None, batch_size: int) -> list[Recommendation]:
+        """Decoded recommendations in input order, not yet judged (no candidates for an unanswered alert)."""
         config = config or SearchConfig()
         encoded = [self.encode(alert) for alert in alerts]
         results: list[Recommendation | None] = [None] * len(alerts)
@@ -135,8 +141,7 @@ class Recommender:
             for i, hyps in zip(chunk, hypotheses, strict=True):
                 _ids, pieces, warning = encoded[i]
                 results[i] = Recommendation(alerts[i], pieces, [self._candidate(h) for h in hyps], warning)
-        answered = self._judge([r for r in results if r is not None], similar)
-        return [next(answered) if result else Recommendation(alert, [], [], encoded[i][2])
+        return [result or Recommendation(alert, [], [], encoded[i][2])
                 for i, (alert, result) in enumerate(zip(alerts, results, strict=True))]
 
     def _judge(self, answered: list[Recommendation], similar: int) -> Iterator[Recommendation]:
@@ -145,7 +150,7 @@ class Recommender:
         if self.memory is None or self.trust_model is None:
             for r, c in zip(answered, best, strict=True):
                 trust = math.exp(c.log_prob / max(1, len(c.target_pieces)))
-                yield replace(r, trust=trust, verdict="confident" if trust >= 0.5 else "uncertain")
+                yield replace(r, trust=trust, verdict="confident" if trust >= UNCERTAIN_BELOW else "uncertain")
             return
         cases, signals = self.signals(answered, max(similar, TRUST_NEIGHBOURS))
         trust = self.trust_model.trust(signals)
@@ -164,8 +169,8 @@ class Recommender:
                                [found[0].similarity for found in cases], agreement)
 
     def translate(self, alerts: list[str], config: SearchConfig | None = None, batch_size: int = 64) -> list[str]:
-        """Best recommendation text per alert ("" for an empty alert)."""
-        return [r.text for r in self.recommend(alerts, config, batch_size)]
+        """Best recommendation text per alert ("" for an empty alert); no trust or past cases are looked up."""
+        return [r.text for r in self._answer(alerts, config, batch_size)]
 
     def _decode_batches(self, batches: list[list[list[int]]], config: SearchConfig) -> Iterator[list[list[Hypothesis]]]:
         """Hypotheses of each batch, in order; with several workers the batches are decoded in threads."""

@@ -18,7 +18,6 @@ from torch import Tensor
 
 from seq2seq.config import SearchConfig
 from seq2seq.decoder import DecoderState, Encoded
-from seq2seq.errors import ConfigError
 from seq2seq.model import Seq2Seq
 from seq2seq.tokenizer import BOS_ID, EOS_ID
 
@@ -29,14 +28,6 @@ class Hypothesis:
     score: float  # what the search ranked by: log_prob, divided by the length penalty under beam search
     attention: Tensor  # (T, S_real): one row per output piece (EOS included when emitted)
     log_prob: float  # log P(tokens + EOS | source), summed over the output pieces
-
-
-def check_search_config(config: SearchConfig) -> None:
-    if config.beam_size < 1:
-        raise ConfigError(f"search: beam_size must be at least 1, got {config.beam_size}")
-    if not 1 <= config.n_best <= config.beam_size:
-        raise ConfigError(f"search: n_best must be between 1 and beam_size ({config.beam_size}), "
-                          f"got {config.n_best}")
 
 
 def max_lengths(src_lengths: Tensor, config: SearchConfig) -> Tensor:
@@ -52,8 +43,8 @@ def length_penalty(length: int, alpha: float) -> float:
 @torch.no_grad()
 def search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, src_mask: Tensor,
            config: SearchConfig) -> list[list[Hypothesis]]:
-    """Translate a source batch: for each sentence, its ``n_best`` hypotheses, best first."""
-    check_search_config(config)
+    """Translate a source batch: for each sentence, its ``n_best`` hypotheses, best first (``config`` was
+    checked against ``config.RANGES`` when it was made)."""
     encoded, state = model.encode(src, src_lengths, src_mask)
     limits = max_lengths(src_lengths, config)
     if config.beam_size == 1:

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from seq2seq.checkpoint import add_memory, count_parameters, load_model, read_checkpoint, restore, save_checkpoint
+from seq2seq.checkpoint import count_parameters, load_model, read_checkpoint, restore, save_atomic, save_checkpoint
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate
@@ -119,9 +119,9 @@ class Trainer:
         best = self.output_dir / "best.pt"
         if not (self.world.is_main and self.cases is not None and best.exists()):
             return
-        model, tokenizer, _ = load_model(best)
+        model, tokenizer, payload = load_model(best)
         memory, trust = fit_case_memory(Recommender(model, tokenizer, self.device), self.cases, self.dev)
-        add_memory(best, {"cases": memory.state_dict(), "trust": trust.state_dict()})
+        save_atomic({**payload, "memory": {"cases": memory.state_dict(), "trust": trust.state_dict()}}, best)
         self.log(f"kept {len(memory)} past cases in {best}; out of scope below similarity "
                  f"{trust.scope_threshold:.3f} (flags {trust.flag_rate:.0%} of dev)")
 

@@ -31,6 +31,7 @@ FEATURES = ("log_prob_per_piece", "nearest_similarity", "agreement")
 TRUST_NEIGHBOURS = 3  # cases whose actions the answer is compared with (independent of how many are shown)
 GOOD_CHRF = 50.0  # a dev answer sharing at least half its character n-grams with the reference is usable
 FLAG_RATE = 0.01  # share of in-domain dev alerts called out of scope (docs/trust.md: why not 5%)
+UNCERTAIN_BELOW = 0.5  # trust under which an answer is more likely unusable than usable
 MIN_CLASS = 5  # dev answers each class needs before the regression is fitted; else the median splits them
 
 
@@ -42,7 +43,7 @@ class TrustModel:
     bias: float
     scope_threshold: float  # nearest-case similarity below which an alert is out of scope
     flag_rate: float = FLAG_RATE  # share of the dev alerts the threshold was fitted to flag
-    uncertain_below: float = 0.5
+    uncertain_below: float = UNCERTAIN_BELOW
 
     def trust(self, features: np.ndarray) -> np.ndarray:
         """``features`` (B, len(FEATURES)) -> trust (B,) in [0, 1]."""

@@ -11,7 +11,7 @@ from seq2seq.config import SearchConfig
 from seq2seq.data import source_batch
 from seq2seq.errors import ConfigError
 from seq2seq.model import build_model
-from seq2seq.search import check_search_config, search
+from seq2seq.search import search
 
 
 def untrained(name: str, seed: int = 0):
@@ -89,4 +89,4 @@ def test_output_length_is_bounded_by_the_ratio_of_source_length():
 
 def test_nbest_larger_than_beam_is_an_error():
     with pytest.raises(ConfigError, match="n_best"):
-        check_search_config(SearchConfig(beam_size=2, n_best=3))
+        SearchConfig(beam_size=2, n_best=3)

@@ -16,7 +16,6 @@ from seq2seq.errors import ConfigError
 from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.files import LongLine, bounded_lines, utf8_fault
 from seq2seq.recommender import Recommender
-from seq2seq.search import check_search_config
 from seq2seq.serving.batch import FileJob
 from seq2seq.serving.sharding import translate_shared
 from seq2seq.serving.views import translation_json
@@ -107,7 +106,6 @@ def run_translate_file(args: argparse.Namespace, config: SearchConfig) -> int:
 
 def run_translate(args: argparse.Namespace) -> int:
     config = search_config(args, args.n_best)
-    check_search_config(config)
     if args.input is not None:
         if args.json:
             raise ConfigError("--json: only without --input (a file's rows with trust and verdict: write a .jsonl "
