@@ -8,7 +8,8 @@ Formats read by ``read_parallel`` (parsed by ``seq2seq.files``):
   explicit ``target_path``).
 
 Columns (keys) are chosen by ``files.choose_column``: ``source`` / ``target`` by default, or
-MaintNet's ``problem`` / ``action`` when those are absent. Line numbers in messages are physical
+MaintNet's ``problem`` / ``action`` when those are absent, or ``alert`` / ``action`` (the technicians'
+corrections, ``seq2seq feedback export``). Line numbers in messages are physical
 lines of the file.
 """
 
@@ -31,7 +32,7 @@ from seq2seq.files import (
 from seq2seq.tokenizer import normalize
 
 EMBEDDED_DATA = Path(__file__).resolve().parent.parent / "data"
-SOURCE_NAMES = ("source", "problem")  # default source column / key, in order of preference
+SOURCE_NAMES = ("source", "problem", "alert")  # default source column / key, in order of preference
 TARGET_NAMES = ("target", "action")
 
 

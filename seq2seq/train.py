@@ -217,11 +217,14 @@ class Trainer:
 
 def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | Path, model_config: ModelConfig,
                   train_config: TrainConfig, tokenizer_config: TokenizerConfig, resume: bool = False,
-                  overwrite: bool = False, log: Callable[[str], None] = print, world: World = ONE_PROCESS) -> Trainer:
+                  overwrite: bool = False, log: Callable[[str], None] = print, world: World = ONE_PROCESS,
+                  init: tuple[Seq2Seq, Tokenizer] | None = None, cases: ParallelCorpus | None = None) -> Trainer:
     """A fresh trainer (tokenizer trained on ``train``), or the one saved in OUTPUT_DIR/last.pt.
 
     An existing run is never replaced silently: ``resume`` continues it, ``overwrite`` starts over.
     Under torchrun (``world.size > 1``) only rank 0 touches OUTPUT_DIR, and ``resume`` is refused.
+    ``init``: start from this model and tokenizer (``seq2seq.finetune``) instead of new ones, whose
+    configurations then go unused. ``cases``: the pairs best.pt keeps as its case memory (default ``train``).
     """
     output_dir = Path(output_dir)
     last = output_dir / "last.pt"
@@ -242,6 +245,8 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
             raise ConfigError(f"--resume: {last} was written by {saved_size} "
                               "processes (torchrun), which cannot be resumed; start over with --overwrite")
         model, tokenizer = restore(payload, last)
+    elif init is not None:
+        model, tokenizer = init
     else:
         tokenizer = shared_tokenizer(train, tokenizer_config, world)
         model_config = replace(model_config, src_vocab_size=tokenizer.src_vocab_size,
@@ -251,7 +256,8 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         torch.manual_seed(train_config.seed + RANK_SEED_STRIDE * world.rank)
     train_set = ParallelDataset(train.examples, tokenizer, model.config.max_source_length,
                                 train_config.max_target_length)
-    trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world, train)
+    trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world,
+                      train if cases is None else cases)
     if payload is not None:
         trainer.load_training_state(payload["training_state"])
         log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {trainer.state['best_bleu']:.2f})")

@@ -1,4 +1,4 @@
-"""Command line: ``seq2seq train | translate | evaluate``.
+"""Command line: ``seq2seq train | translate | evaluate | rul ... | feedback ...``.
 
 Every error a user can cause (files, columns, options, checkpoints) is printed as one line,
 ``seq2seq: error: ...``, with exit status 2; no traceback.
@@ -16,15 +16,17 @@ from typing import Any, NoReturn
 
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.checkpoint import count_parameters
+from seq2seq.cli.feedback import add_feedback_parser, run_feedback
 from seq2seq.cli.rul import add_rul_parser, run_rul
 from seq2seq.cli.translate import decode_workers, run_translate, search_config
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict, load_config_file
 from seq2seq.corpus import EMBEDDED_DATA, ParallelCorpus, read_parallel
 from seq2seq.distributed import process_group
-from seq2seq.errors import Seq2SeqError, shown
+from seq2seq.errors import ConfigError, Seq2SeqError, shown
 from seq2seq.evaluate import score_recommendations, selective_scores
 from seq2seq.fast.precision import PRECISIONS
 from seq2seq.fast.threads import one_core_workers
+from seq2seq.finetune import Start
 from seq2seq.recommender import SIMILAR, Recommender
 from seq2seq.serving.incident_log import FORMATS
 from seq2seq.train import build_trainer
@@ -45,6 +47,7 @@ OVERRIDES = {
     "teacher_forcing": ("train", "teacher_forcing"), "patience": ("train", "patience"),
     "vocab_size": ("tokenizer", "vocab_size"), "separate_vocab": ("tokenizer", "joint"),
 }
+FLAG_NAMES = {"input_feeding": "--no-input-feeding"}  # flags whose dest is not their name
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -83,6 +86,10 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--config", help="JSON file with sections model, train, tokenizer")
     p.add_argument("--resume", action="store_true", help="continue the run saved in OUTPUT_DIR/last.pt")
     p.add_argument("--overwrite", action="store_true", help="replace a finished or stopped run in OUTPUT_DIR")
+    p.add_argument("--init-from", help="fine-tune this checkpoint (best.pt): its weights, tokenizer and model "
+                   "configuration, with its training pairs mixed in (e.g. corrections from seq2seq feedback export)")
+    p.add_argument("--no-replay", dest="replay", action="store_false",
+                   help="with --init-from: train on --train alone, without the checkpoint's training pairs")
     p.add_argument("--attention", choices=ATTENTION_NAMES)
     p.add_argument("--epochs", type=int)
     p.add_argument("--max-minutes", type=float, help="stop (and save) after this much wall-clock time")
@@ -155,18 +162,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--hypotheses", help="also write the translations to this file")
     add_rul_parser(commands)
+    add_feedback_parser(commands)
     return parser
+
+
+def settings(args: argparse.Namespace) -> dict[tuple[str, str], tuple[Any, str]]:
+    """(section, field) -> (value, where it was set) for each field the config file or a flag sets."""
+    found: dict[tuple[str, str], tuple[Any, str]] = {}
+    if args.config:
+        for name, values in load_config_file(args.config).items():
+            if name in ("model", "train", "tokenizer"):
+                if not isinstance(values, dict):
+                    raise ConfigError(f"{args.config}: section {name} must be an object of {name} fields")
+                found.update({(name, key): (value, f"{args.config}: {name}.{key}") for key, value in values.items()})
+    for flag, (section, key) in OVERRIDES.items():
+        if getattr(args, flag) is not None:
+            found[section, key] = getattr(args, flag), FLAG_NAMES.get(flag, "--" + flag.replace("_", "-"))
+    return found
 
 
 def configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, TokenizerConfig]:
     sections: dict[str, dict[str, Any]] = {"model": {}, "train": {}, "tokenizer": {}}
-    if args.config:
-        for name, values in load_config_file(args.config).items():
-            if name in sections:
-                sections[name].update(values)
-    for flag, (section, key) in OVERRIDES.items():
-        if getattr(args, flag) is not None:
-            sections[section][key] = getattr(args, flag)
+    for (section, key), (value, _) in settings(args).items():
+        sections[section][key] = value
     where = args.config or "options"
     return (from_dict(ModelConfig, sections["model"], f"{where}: model"),
             from_dict(TrainConfig, sections["train"], f"{where}: train"),
@@ -182,12 +200,19 @@ def read_corpus(path: str, target: str | None, args: argparse.Namespace) -> Para
 
 def run_train(args: argparse.Namespace) -> int:
     model_config, train_config, tokenizer_config = configs(args)
+    start = Start.load(args.init_from) if args.init_from else None
+    if start is not None:  # read before OUTPUT_DIR is touched: --overwrite may delete the file it names
+        start.check_kept(settings(args))
+    elif not args.replay:
+        raise ConfigError("--no-replay needs --init-from (a fresh run has nothing to replay)")
     train = read_corpus(args.train or str(EMBEDDED_DATA / "train.tsv"), args.train_target, args)
     dev = read_corpus(args.dev or str(EMBEDDED_DATA / "dev.tsv"), args.dev_target, args)
     with process_group(train_config.device) as world:  # a world of one without torchrun
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
+        train, cases = start.corpora(train, args.replay, log) if start else (train, None)
         trainer = build_trainer(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
-                                args.resume, args.overwrite, log, world)
+                                args.resume, args.overwrite, log, world,
+                                (start.model, start.tokenizer) if start else None, cases)
         log(f"{args.train or 'embedded corpus'}: {trainer.train_set.summary()}")
         model = trainer.model
         log(f"training {model.config.attention} ({count_parameters(model):,} parameters) "
@@ -231,7 +256,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    run = {"train": run_train, "translate": run_translate, "evaluate": run_evaluate, "rul": run_rul}[args.command]
+    run = {"train": run_train, "translate": run_translate, "evaluate": run_evaluate, "rul": run_rul,
+           "feedback": run_feedback}[args.command]
     try:
         return run(args)
     except Seq2SeqError as err:

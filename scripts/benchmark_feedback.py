@@ -1,0 +1,95 @@
+"""Does a translator learn from its technicians' corrections without forgetting the rest?
+
+    python scripts/benchmark_feedback.py --model runs/default/translator.pt \
+        --alerts data/test.tsv --dev data/dev.tsv --corrections 50 --work /tmp/feedback-benchmark
+
+The round trip a shop would make, through the same code: the model answers the held-out alerts of
+--alerts (split by neither training nor validation); the first --corrections distinct alerts it got
+wrong (greedy answer != reference) are posted to a fresh feedback database as 'wrong' with the
+reference as what the technician did; ``seq2seq feedback export`` writes them as corrections.tsv;
+``seq2seq train --init-from MODEL --train corrections.tsv --dev DEV`` fine-tunes (with replay of the
+checkpoint's training pairs). Reported: the share of the corrected alerts whose greedy answer is now
+the correction (the target: at least 90%), the dev BLEU before and after (target: moves by at most
+1 point), the top past case of each corrected alert, and the fine-tuning time. Figures: docs/feedback.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+from seq2seq.cli import main as cli
+from seq2seq.config import SearchConfig
+from seq2seq.corpus import read_parallel
+from seq2seq.evaluate import evaluate_corpus
+from seq2seq.recommender import Recommender
+from seq2seq.serving.feedback import Feedback, FeedbackStore
+from seq2seq.tokenizer import normalize
+
+
+def wrong_answers(recommender: Recommender, path: str, count: int) -> list[tuple[str, str, str]]:
+    """(alert, wrong answer, reference) for the first ``count`` distinct alerts answered wrongly."""
+    corpus = read_parallel(path)
+    answers = recommender.recommend([e.source for e in corpus.examples], SearchConfig(), batch_size=128)
+    wrong: dict[str, tuple[str, str, str]] = {}
+    for example, answer in zip(corpus.examples, answers, strict=True):
+        if normalize(answer.text) != normalize(example.target) and example.source not in wrong:
+            wrong[example.source] = (example.source, answer.text, example.target)
+    if len(wrong) < count:
+        raise SystemExit(f"{path}: only {len(wrong)} alerts answered wrongly, {count} wanted")
+    return list(wrong.values())[:count]
+
+
+def learned(model: Path, corrections: list[tuple[str, str, str]]) -> tuple[float, float]:
+    """Shares of the corrected alerts whose greedy answer is the correction, and whose top past case is it."""
+    recommender = Recommender.from_checkpoint(model)
+    answers = recommender.recommend([alert for alert, _, _ in corrections], SearchConfig(), similar=1)
+    given = sum(normalize(a.text) == normalize(fix) for a, (_, _, fix) in zip(answers, corrections, strict=True))
+    shown = sum(bool(a.similar) and normalize(a.similar[0].action) == normalize(fix)
+                for a, (_, _, fix) in zip(answers, corrections, strict=True))
+    return given / len(corrections), shown / len(corrections)
+
+
+def dev_bleu(model: Path, dev: str) -> float:
+    return evaluate_corpus(Recommender.from_checkpoint(model), read_parallel(dev), SearchConfig())[0].bleu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="runs/default/translator.pt")
+    parser.add_argument("--alerts", default="data/test.tsv", help="held-out pairs whose wrong answers get corrected")
+    parser.add_argument("--dev", default="data/dev.tsv")
+    parser.add_argument("--corrections", type=int, default=50)
+    parser.add_argument("--work", default="/tmp/feedback-benchmark", help="a folder for the database and the run "
+                        "(emptied first)")
+    parser.add_argument("train_options", nargs="*", help="after --: more seq2seq train options (e.g. --epochs 3)")
+    args = parser.parse_args()
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    corrections = wrong_answers(Recommender.from_checkpoint(args.model), args.alerts, args.corrections)
+    store = FeedbackStore(work / "feedback.sqlite")
+    for alert, answer, fix in corrections:
+        store.add(Feedback.checked(alert, answer, "wrong", fix, "benchmark"))
+    store.close()
+    tsv, run = work / "corrections.tsv", work / "fine-tuned"
+    assert cli(["feedback", "export", "--db", str(work / "feedback.sqlite"), "--output", str(tsv)]) == 0
+    before_given, before_shown = learned(Path(args.model), corrections)
+    started = time.perf_counter()
+    assert cli(["train", "--init-from", args.model, "--train", str(tsv), "--dev", args.dev, "--output-dir", str(run),
+                "--device", "cpu", *args.train_options]) == 0
+    seconds = time.perf_counter() - started
+    given, shown = learned(run / "best.pt", corrections)
+    before, after = dev_bleu(Path(args.model), args.dev), dev_bleu(run / "best.pt", args.dev)
+    print(json.dumps({"corrections": len(corrections), "train_options": args.train_options,
+                      "corrected_answer_before": before_given, "corrected_answer_after": given,
+                      "correction_top_case_before": before_shown, "correction_top_case_after": shown,
+                      "dev_bleu_before": round(before, 2), "dev_bleu_after": round(after, 2),
+                      "dev_bleu_change": round(after - before, 2), "fine_tuning_seconds": round(seconds, 1)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""``seq2seq feedback export | stats``: the technicians' feedback database (``seq2seq.serving.feedback``) as
+training pairs for ``seq2seq train --init-from``, and its counts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from seq2seq.errors import DataError
+from seq2seq.files import make_folder
+from seq2seq.serving.feedback import FeedbackStore
+
+SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
+
+
+def add_feedback_parser(commands: argparse._SubParsersAction) -> None:
+    feedback = commands.add_parser("feedback", help="the technicians' feedback database: export corrections, counts")
+    sub = feedback.add_subparsers(dest="feedback_command", required=True)
+    p = sub.add_parser("export", help="a TSV of alert/action pairs (the correction, or the recommendation marked "
+                                      "right) for seq2seq train --init-from")
+    p.add_argument("--db", required=True, help="the app's feedback database (gradio_app.py --feedback-db)")
+    p.add_argument("--output", required=True, help="the TSV to write (replaced if it exists)")
+    p = sub.add_parser("stats", help="records, right, wrong, corrected, learnable, translators, technicians")
+    p.add_argument("--db", required=True)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run_feedback(args: argparse.Namespace) -> int:
+    return {"export": run_export, "stats": run_stats}[args.feedback_command](args)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    db, output = Path(args.db), Path(args.output)
+    for suffix in SIDECARS:  # checked before the database is opened: a refused export changes nothing
+        sidecar = db.with_name(db.name + suffix)
+        if os.path.realpath(output) == os.path.realpath(sidecar) or (
+                output.exists() and sidecar.exists() and output.samefile(sidecar)):
+            raise DataError(f"{output}: --output is the feedback database{' ' + suffix if suffix else ''} "
+                            f"({db}); choose another file")
+    if output.is_dir():
+        raise DataError(f"{output}: is a directory; --output needs a file name")
+    store = FeedbackStore(db, create=False)
+    try:
+        records = store.records()
+    finally:
+        store.close()
+    pairs = [(" ".join(r.feedback.alert.split()), r.feedback.action) for r in records if r.feedback.action]
+    make_folder(output.parent)
+    write_atomic(output, "".join(f"{alert}\t{action}\n" for alert, action in [("alert", "action"), *pairs]))
+    print(f"wrote {len(pairs)} alert/action pairs of {len(records)} records to {output} "
+          f"({len(records) - len(pairs)} without an action: 'wrong' with no correction)", file=sys.stderr)
+    return 0
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """``text`` to a temporary sibling, then renamed over ``path``: a failed export leaves the old file."""
+    partial = None
+    try:
+        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as file:
+            file.write(text)
+        os.replace(partial, path)
+    except OSError as err:
+        raise DataError(f"{path}: cannot write ({err.strerror or err})") from None
+    finally:
+        if partial is not None:
+            Path(partial).unlink(missing_ok=True)
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    store = FeedbackStore(args.db, create=False)
+    try:
+        stats = store.stats()
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(stats))
+    else:
+        for name, value in stats.items():
+            print(f"{name}: {value if value is not None else '-'}")
+    return 0

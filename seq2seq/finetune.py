@@ -1,0 +1,80 @@
+"""Fine-tuning a trained translator on new pairs: ``seq2seq train --init-from CHECKPOINT``.
+
+The run starts from the checkpoint's weights with its tokenizer and model configuration: other
+vocabularies or shapes could not take those weights, so a model or tokenizer setting that contradicts
+the checkpoint is a ConfigError naming the setting. The new pairs (e.g. the technicians' corrections,
+``seq2seq feedback export``) are mixed with the checkpoint's own distinct training pairs, which its case
+memory carries (``seq2seq.memory``), so that the model keeps what it knew while it learns them
+("replay", as in continual learning: Robins 1995, "Catastrophic forgetting, rehearsal and
+pseudorehearsal"). Being few, the new pairs are repeated until they are about NEW_SHARE of what is
+trained on, or each would be seen once per epoch among thousands.
+
+The case memory of the run's best.pt holds the new pairs first, then the old ones: an alert that was
+corrected finds its correction ahead of an equally similar old case, replay or not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from seq2seq.checkpoint import load_model
+from seq2seq.config import from_dict
+from seq2seq.corpus import Example, ParallelCorpus
+from seq2seq.errors import ConfigError
+from seq2seq.model import Seq2Seq
+from seq2seq.recommender import read_memory
+from seq2seq.tokenizer import Tokenizer
+
+NEW_SHARE = 0.1  # the new pairs' least share of a replaying run's training pairs (by repetition)
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a fine-tuning run starts from: a checkpoint's model and tokenizer and its training pairs."""
+
+    path: Path
+    model: Seq2Seq
+    tokenizer: Tokenizer
+    old: list[Example]  # the checkpoint's distinct training pairs; empty without a case memory
+
+    @classmethod
+    def load(cls, path: str | Path) -> Start:
+        model, tokenizer, payload = load_model(path)
+        memory, _ = read_memory(payload, path)
+        old = [] if memory is None else [Example(alert, action, i) for i, (alert, action)
+                                         in enumerate(zip(memory.alerts, memory.actions, strict=True), 1)]
+        return cls(Path(path), model, tokenizer, old)
+
+    def check_kept(self, settings: dict[tuple[str, str], tuple[Any, str]]) -> None:
+        """ConfigError for the first model or tokenizer setting, ``(section, field) -> (value, where it was
+        set)``, that differs from the checkpoint's."""
+        kept = {"model": self.model.config, "tokenizer": self.tokenizer.config}
+        for (section, name), (value, origin) in settings.items():
+            if section not in kept:
+                continue
+            wanted = getattr(from_dict(type(kept[section]), {name: value}, origin), name)
+            if wanted != getattr(kept[section], name):
+                raise ConfigError(f"{origin} sets {section} {name} to {wanted!r}, but --init-from {self.path} has "
+                                  f"{getattr(kept[section], name)!r}; fine-tuning keeps the checkpoint's model and "
+                                  "tokenizer, so leave it out")
+
+    def corpora(self, new: ParallelCorpus, replay: bool, log: Callable[[str], None]
+                ) -> tuple[ParallelCorpus, ParallelCorpus]:
+        """What the run trains on (``new``, with the old pairs unless ``replay`` is off) and the cases its
+        best.pt keeps (``new``, then the old pairs)."""
+        cases = ParallelCorpus(new.path, [*new.examples, *self.old], [])
+        if not self.old:
+            log(f"{self.path} carries no case memory (written before cases were kept): nothing is mixed in, "
+                f"training on the {len(new.examples)} new pairs alone")
+            return new, cases
+        if not replay:
+            return new, cases
+        repeats = max(1, math.ceil(NEW_SHARE * len(self.old) / ((1 - NEW_SHARE) * len(new.examples))))
+        log(f"mixing {len(new.examples)} new pairs (x{repeats}) with the {len(self.old)} training pairs "
+            f"of {self.path}")
+        return ParallelCorpus(new.path, [*new.examples * repeats, *self.old], new.skipped), cases
+

@@ -1,0 +1,219 @@
+"""Technician feedback on recommendations, kept in one SQLite file (Python's ``sqlite3``).
+
+A record says, for one recommendation a technician saw: the alert, the translator that answered (a
+SHA-256 of its configuration, vocabularies and weights, as ``destinations.model_digest`` computes it),
+the recommendation with its score and trust, the technician's verdict (``right`` or ``wrong``), what
+they did instead (may be empty) and their name (may be empty). ``seq2seq feedback export`` turns the
+records into training pairs for ``seq2seq train --init-from``; ``seq2seq feedback stats`` counts them.
+
+Durability and concurrency: the file is in WAL mode, each record is one INSERT committed before
+``add`` returns, with ``synchronous=FULL``, so the WAL is fsynced at every commit: a record the app
+acknowledged survives the app being killed and the machine losing power (NORMAL would survive only
+the former; a technician's click costs one fsync, which feedback rates afford). Several processes may
+write at once: a writer waits up to BUSY_TIMEOUT_S for the lock instead of failing. Every value a user
+typed is bound as a parameter, never interpolated into SQL.
+
+The schema is versioned by ``PRAGMA user_version``: MIGRATIONS[k] takes a file from version k to
+k + 1, applied in one transaction when the store opens. A file a newer program wrote, or an SQLite file
+holding other tables, is refused rather than altered.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from seq2seq.errors import DataError, shown
+
+VERDICTS = ("right", "wrong")
+MAX_TEXT = 10_000  # characters of an alert, recommendation or correction
+MAX_NAME = 200  # characters of a technician's name
+BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's lock before giving up
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # version 1
+        """CREATE TABLE feedback (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: an acknowledged id names one record forever
+            time TEXT NOT NULL,                    -- UTC, ISO 8601 with milliseconds
+            alert TEXT NOT NULL,
+            translator TEXT,                       -- model digest; NULL when this app did not show the recommendation
+            recommendation TEXT NOT NULL,
+            score REAL,                            -- log-probability of the recommendation, as shown
+            trust REAL,                            -- in [0, 1], as shown
+            trust_verdict TEXT,                    -- confident | uncertain | out-of-scope, as shown
+            verdict TEXT NOT NULL CHECK (verdict IN ('right', 'wrong')),
+            correction TEXT NOT NULL,              -- what the technician did instead; may be empty
+            technician TEXT NOT NULL               -- may be empty
+        )""",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the app showed with a recommendation; all None when it did not show it (a program's post)."""
+
+    translator: str | None = None
+    score: float | None = None
+    trust: float | None = None
+    trust_verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class Feedback:
+    alert: str
+    recommendation: str
+    verdict: str  # one of VERDICTS
+    correction: str = ""
+    technician: str = ""
+
+    @classmethod
+    def checked(cls, alert: object, recommendation: object, verdict: object, correction: object = "",
+                technician: object = "") -> Feedback:
+        """The feedback a user posted, or a one-line DataError saying what is wrong with it."""
+        texts = {}
+        for name, value, limit in (("alert", alert, MAX_TEXT), ("recommendation", recommendation, MAX_TEXT),
+                                   ("correction", correction, MAX_TEXT), ("technician", technician, MAX_NAME)):
+            if value is None:
+                value = ""
+            if not isinstance(value, str):
+                raise DataError(f"feedback: {name} must be text, got {type(value).__name__}")
+            if len(value) > limit:
+                raise DataError(f"feedback: {name} is {len(value):,} characters, at most {limit:,} are kept")
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise DataError(f"feedback: {name} is not valid Unicode (a lone surrogate at position {err.start})"
+                                ) from None
+            texts[name] = value
+        if verdict not in VERDICTS:
+            got = shown(verdict) if isinstance(verdict, str) else type(verdict).__name__
+            raise DataError(f"feedback: verdict must be 'right' or 'wrong', got {got!r}")
+        if not texts["alert"].strip():
+            raise DataError("feedback: the alert is empty")
+        if verdict == "right" and not texts["recommendation"].strip():
+            raise DataError("feedback: 'right' needs the recommendation it approves, and it is empty")
+        return cls(texts["alert"], texts["recommendation"], verdict, texts["correction"], texts["technician"])
+
+    @property
+    def action(self) -> str | None:
+        """What was done, as a training target: the correction, else the recommendation marked right, else
+        None (a 'wrong' with no correction says what not to do, not what to do)."""
+        for text in (self.correction, self.recommendation if self.verdict == "right" else ""):
+            if text.split():
+                return " ".join(text.split())  # whitespace collapsed: one record, one line
+        return None
+
+
+@dataclass(frozen=True)
+class Record:
+    id: int
+    time: str
+    feedback: Feedback
+    shown: Shown
+
+
+class FeedbackStore:
+    """One SQLite file of feedback records; safe to share between threads, and between processes."""
+
+    def __init__(self, path: str | Path, create: bool = True) -> None:
+        """Open (``create``: or create) the file at ``path`` and bring its schema to SCHEMA_VERSION.
+        DataError when it cannot be opened, is no feedback database, or a newer program wrote it."""
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise DataError(f"{path}: feedback database not found" if not self.path.exists() else f"{path}: not a file")
+        if self.path.is_dir():
+            raise DataError(f"{path}: is a directory, not a feedback database")
+        self._lock = threading.Lock()  # one connection shared by the app's worker threads
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: each INSERT commits by itself; migrations open their own transaction.
+            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                       check_same_thread=False)
+        except (OSError, sqlite3.Error) as err:
+            raise DataError(f"{path}: cannot open the feedback database ({err})") from None
+        try:
+            self._version()  # before WAL mode changes the file's header: a refused file stays as it was
+            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode != "wal":
+                raise DataError(f"{path}: SQLite cannot use WAL mode here (journal mode {mode}); "
+                                "put the feedback database on a local disk")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._migrate()
+        except sqlite3.OperationalError as err:  # locked past the timeout, read-only, disk I/O
+            self._db.close()
+            raise DataError(f"{path}: cannot use the feedback database ({err})") from None
+        except sqlite3.DatabaseError as err:
+            self._db.close()
+            raise DataError(f"{path}: not a feedback database ({err})") from None
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _version(self) -> int:
+        """The file's schema version; DataError for a newer one, or for another program's SQLite file."""
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise DataError(f"{self.path}: feedback schema version {version}, this program reads up to "
+                            f"{SCHEMA_VERSION}; use a newer seq2seq")
+        tables = self._db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        if version == 0 and tables:
+            raise DataError(f"{self.path}: an SQLite file holding other tables, not a feedback database; "
+                            "choose another path")
+        return version
+
+    def _migrate(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")  # another process opening the file at once waits, then sees our version
+        try:
+            version = self._version()
+            for number in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[number]:
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {number + 1:d}")  # our own integer: PRAGMA takes no parameter
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def add(self, feedback: Feedback, shown_with: Shown | None = None) -> int:
+        """Store one record, committed and synced before returning its id."""
+        row = {**asdict(feedback), **asdict(shown_with or Shown()),
+               "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds")}
+        with self._lock:
+            try:
+                cursor = self._db.execute(
+                    "INSERT INTO feedback (time, alert, translator, recommendation, score, trust, trust_verdict,"
+                    " verdict, correction, technician) VALUES (:time, :alert, :translator, :recommendation, :score,"
+                    " :trust, :trust_verdict, :verdict, :correction, :technician)", row)
+            except sqlite3.Error as err:
+                raise DataError(f"{self.path}: feedback not stored ({err})") from None
+            return cursor.lastrowid
+
+    def records(self) -> list[Record]:
+        """Every record, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, time, alert, recommendation, verdict, correction, technician, translator, score, trust,"
+                " trust_verdict FROM feedback ORDER BY id").fetchall()
+        return [Record(row[0], row[1], Feedback(*row[2:7]), Shown(*row[7:])) for row in rows]
+
+    def stats(self) -> dict[str, int | str | None]:
+        """Counts over all records: records, right, wrong, corrected (a correction typed), learnable (with
+        an action for ``export``), translators and technicians (distinct), the first and last time."""
+        records = self.records()
+        feedback = [record.feedback for record in records]
+        return {"records": len(records), "right": sum(f.verdict == "right" for f in feedback),
+                "wrong": sum(f.verdict == "wrong" for f in feedback),
+                "corrected": sum(bool(f.correction.split()) for f in feedback),
+                "learnable": sum(f.action is not None for f in feedback),
+                "translators": len({r.shown.translator for r in records if r.shown.translator}),
+                "technicians": len({f.technician.strip() for f in feedback if f.technician.strip()}),
+                "first": records[0].time if records else None, "last": records[-1].time if records else None}

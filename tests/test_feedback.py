@@ -1,0 +1,229 @@
+"""The feedback database (seq2seq/serving/feedback.py) and ``seq2seq feedback export | stats``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from support import assert_one_line_error, file_states, run_cli
+
+from seq2seq.corpus import read_parallel
+from seq2seq.errors import DataError
+from seq2seq.serving.feedback import MAX_NAME, MAX_TEXT, SCHEMA_VERSION, Feedback, FeedbackStore, Shown
+
+ROOT = Path(__file__).resolve().parent.parent
+AWKWARD = [  # (alert, recommendation, verdict, correction, technician): quotes, newlines, tabs, non-ASCII, SQL
+    ('say "hi" it\'s', "replace 1/2\" bolt", "wrong", "two\nlines\r\nand\ttab", "Zoë Ørsted"),
+    ("ÜBERDRUCK Ventil — 温度", "prüfen", "right", "", ""),
+    ("x'); DROP TABLE feedback; --", "%s ? :alert", "wrong", "", "Robert'); --"),
+    ("bell\x07 escape\x1b[2J nul\x00 end", "a\u2028b", "right", "  ", "\t"),
+]
+
+
+@pytest.fixture
+def store(tmp_path):
+    opened = FeedbackStore(tmp_path / "feedback.sqlite")
+    yield opened
+    opened.close()
+
+
+def post(store: FeedbackStore, *fields: str, shown: Shown | None = None) -> int:
+    return store.add(Feedback.checked(*fields), shown)
+
+
+def test_every_field_comes_back_exactly_as_posted(store, tmp_path):
+    shown = Shown("ab" * 32, -0.25, 0.75, "confident")
+    ids = [post(store, *fields, shown=shown) for fields in AWKWARD]
+    reopened = FeedbackStore(tmp_path / "feedback.sqlite")  # from the file, not from a cache
+    records = reopened.records()
+    reopened.close()
+    assert [r.id for r in records] == ids == sorted(set(ids))
+    assert [(r.feedback.alert, r.feedback.recommendation, r.feedback.verdict, r.feedback.correction,
+             r.feedback.technician) for r in records] == AWKWARD
+    assert all(r.shown == shown for r in records)
+    assert all(r.time.endswith("+00:00") for r in records)
+
+
+def test_a_program_s_post_keeps_no_score_trust_or_translator(store):
+    post(store, "pump vibration high", "inspect pump bearings", "right")
+    assert store.records()[0].shown == Shown(None, None, None, None)
+
+
+def test_the_file_is_in_wal_mode_with_the_current_schema_version(store):
+    db = sqlite3.connect(store.path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    db.close()
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    (("pump", "inspect", "maybe"), ("verdict", "'right' or 'wrong'", "maybe")),
+    (("pump", "inspect", None), ("verdict",)),
+    ((["pump"], "inspect", "wrong"), ("alert", "text", "list")),
+    (("pump", 3, "wrong"), ("recommendation", "text", "int")),
+    (("  \n", "inspect", "wrong"), ("alert", "empty")),
+    (("pump", " ", "right"), ("right", "recommendation")),
+    (("x" * (MAX_TEXT + 1), "inspect", "wrong"), ("alert", f"{MAX_TEXT:,}")),
+    (("pump", "inspect", "wrong", "", "n" * (MAX_NAME + 1)), ("technician",)),
+    (("pump\ud800", "inspect", "wrong"), ("alert", "surrogate")),
+])
+def test_bad_feedback_is_a_one_line_error_naming_the_field(fields, words):
+    with pytest.raises(DataError) as caught:
+        Feedback.checked(*fields)
+    assert "\n" not in str(caught.value)
+    for word in words:
+        assert word in str(caught.value)
+
+
+def test_a_wrong_verdict_may_come_without_a_correction_or_a_name(store):
+    post(store, "pump", "inspect pump", "wrong")
+    assert store.records()[0].feedback == Feedback("pump", "inspect pump", "wrong", "", "")
+
+
+def test_a_file_written_by_a_newer_schema_is_refused_unchanged(tmp_path):
+    path = tmp_path / "newer.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    before = file_states(path)
+    with pytest.raises(DataError, match="schema version"):
+        FeedbackStore(path)
+    assert file_states(path) == before
+
+
+def test_an_sqlite_file_of_other_tables_is_refused_and_gets_no_feedback_table(tmp_path):
+    path = tmp_path / "other.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE parts (name TEXT)")
+    db.commit()
+    db.close()
+    with pytest.raises(DataError, match="other tables"):
+        FeedbackStore(path)
+    db = sqlite3.connect(path)
+    assert [row[0] for row in db.execute("SELECT name FROM sqlite_master")] == ["parts"]
+    db.close()
+
+
+@pytest.mark.parametrize("content", [b"not a database at all\n" * 100, "ÿ".encode("latin-1") * 4096])
+def test_a_file_that_is_no_database_is_a_one_line_error(tmp_path, content):
+    path = tmp_path / "notes.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(DataError, match="not a feedback database") as caught:
+        FeedbackStore(path)
+    assert "\n" not in str(caught.value) and path.read_bytes() == content
+
+
+def test_reopening_keeps_the_records_and_continues_the_ids(tmp_path):
+    path = tmp_path / "feedback.sqlite"
+    first = FeedbackStore(path)
+    ids = [post(first, "pump", "inspect", "wrong") for _ in range(3)]
+    first.close()
+    second = FeedbackStore(path)
+    assert post(second, "fan", "balance", "right") == ids[-1] + 1
+    assert len(second.records()) == 4
+    second.close()
+
+
+def test_concurrent_threads_lose_no_record(store):
+    def write(writer: int) -> None:
+        for n in range(40):
+            post(store, f"alert {writer} {n}", "inspect", "wrong", f"fix {writer} {n}")
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    records = store.records()
+    assert sorted(r.feedback.alert for r in records) == sorted(f"alert {k} {n}" for k in range(8) for n in range(40))
+    assert len({r.id for r in records}) == len(records)
+
+
+WRITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from seq2seq.serving.feedback import Feedback, FeedbackStore
+    path, writer, gate = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    store = FeedbackStore(path)
+    while not gate.exists():  # every process imported and opened before any writes
+        time.sleep(0.01)
+    for n in range(60):
+        print(store.add(Feedback.checked(f"alert {writer} {n}", "inspect", "wrong")), flush=True)
+""")
+
+
+def test_concurrent_processes_lose_no_record_and_share_no_id(tmp_path):
+    path, gate = tmp_path / "feedback.sqlite", tmp_path / "go"
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(k), str(gate)], cwd=ROOT,
+                                stdout=subprocess.PIPE, text=True) for k in range(3)]
+    time.sleep(0.5)
+    gate.touch()
+    acknowledged = [int(line) for writer in writers for line in writer.communicate(timeout=120)[0].split()]
+    assert all(writer.returncode == 0 for writer in writers)
+    store = FeedbackStore(path)
+    records = store.records()
+    store.close()
+    assert sorted(r.id for r in records) == sorted(acknowledged) and len(set(acknowledged)) == 180
+    assert {r.feedback.alert for r in records} == {f"alert {k} {n}" for k in range(3) for n in range(60)}
+
+
+# -- seq2seq feedback export | stats ------------------------------------------------------------------
+@pytest.fixture
+def filled(store):
+    post(store, "pump  vibration\nhigh", "inspect pump\tbearings", "right")  # -> the recommendation
+    post(store, "fan speed low", "replace fan belt", "wrong", " check fan\nmotor relay ", "Ann")  # -> the correction
+    post(store, "valve leak", "replace valve seal", "wrong")  # nothing to learn: skipped
+    post(store, 'say "hi"', "inspect", "right", "inspect and re-torque", "Bo")  # a correction wins over 'right'
+    return store
+
+
+def test_export_writes_one_line_per_learnable_record_with_whitespace_collapsed(filled, tmp_path):
+    output = tmp_path / "out" / "corrections.tsv"
+    result = run_cli("feedback", "export", "--db", str(filled.path), "--output", str(output))
+    assert result.status == 0, result.stderr
+    assert output.read_text(encoding="utf-8").split("\n") == [
+        "alert\taction", "pump vibration high\tinspect pump bearings", "fan speed low\tcheck fan motor relay",
+        'say "hi"\tinspect and re-torque', ""]
+    assert "3 alert/action pairs of 4 records" in result.stderr
+
+
+def test_train_reads_an_export_by_its_alert_and_action_columns(filled, tmp_path):
+    output = tmp_path / "corrections.tsv"
+    assert run_cli("feedback", "export", "--db", str(filled.path), "--output", str(output)).status == 0
+    corpus = read_parallel(output)
+    assert [(e.source, e.target) for e in corpus.examples] == [
+        ("pump vibration high", "inspect pump bearings"), ("fan speed low", "check fan motor relay"),
+        ('say "hi"', "inspect and re-torque")]
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal"])
+def test_export_never_writes_over_the_database(filled, suffix):
+    target = filled.path.with_name(filled.path.name + suffix)
+    before = file_states(filled.path, target)
+    result = run_cli("feedback", "export", "--db", str(filled.path), "--output", str(target))
+    assert_one_line_error(result, "--output", "feedback database")
+    assert file_states(filled.path, target) == before
+
+
+def test_export_of_a_missing_database_is_a_one_line_error_and_creates_nothing(tmp_path):
+    result = run_cli("feedback", "export", "--db", str(tmp_path / "none.sqlite"), "--output", str(tmp_path / "o.tsv"))
+    assert_one_line_error(result, "none.sqlite", "not found")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stats_json_is_one_object_counting_records_and_verdicts(filled):
+    result = run_cli("feedback", "stats", "--db", str(filled.path), "--json")
+    assert result.status == 0, result.stderr
+    (line,) = result.stdout_lines
+    stats = json.loads(line)
+    assert {k: stats[k] for k in ("records", "right", "wrong", "corrected", "learnable", "technicians")} == {
+        "records": 4, "right": 2, "wrong": 2, "corrected": 2, "learnable": 3, "technicians": 2}
+    plain = run_cli("feedback", "stats", "--db", str(filled.path))
+    assert "records: 4" in plain.stdout_lines and "wrong: 2" in plain.stdout_lines
