@@ -135,9 +135,16 @@ class CaseMemory:
         """For each generated action, its highest similarity in [0, 1] to the actions of its cases."""
         if not actions:
             return []
-        scores = []
-        for action, found in zip(actions, cases, strict=True):
-            generated = self.action_vector(normalize(action))
-            past = [self._action_vectors[self._index[case.alert, case.action]] for case in found]
-            scores.append(min(1.0, max((_dot(generated, vector) for vector in past), default=0.0)))
-        return scores
+        return [self._agreement(self.action_vector(normalize(action)), found)
+                for action, found in zip(actions, cases, strict=True)]
+
+    def consensus(self, cases: list[list[Case]]) -> list[float]:
+        """For each list of cases, most similar first, how far the first case's action agrees with the
+        others' (``agreement`` of the past with itself); 0 with fewer than two cases."""
+        return [self._agreement(self._vector(found[0]), found[1:]) if found else 0.0 for found in cases]
+
+    def _vector(self, case: Case) -> dict[int, float]:
+        return self._action_vectors[self._index[case.alert, case.action]]
+
+    def _agreement(self, vector: dict[int, float], cases: list[Case]) -> float:
+        return min(1.0, max((_dot(vector, self._vector(case)) for case in cases), default=0.0))

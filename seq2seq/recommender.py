@@ -164,9 +164,12 @@ class Recommender:
             raise ConfigError("trust signals need a case memory")
         best = [r.candidates[0] for r in answered]
         cases = self.memory.nearest([r.alert for r in answered], k)
-        agreement = self.memory.agreement([c.text for c in best], [found[:TRUST_NEIGHBOURS] for found in cases])
+        nearest = [found[:TRUST_NEIGHBOURS] for found in cases]
         return cases, features([c.log_prob for c in best], [len(c.target_pieces) for c in best],
-                               [found[0].similarity for found in cases], agreement)
+                               [found[0].similarity for found in cases],
+                               self.memory.agreement([c.text for c in best], nearest),
+                               [found[1].similarity if len(found) > 1 else 0.0 for found in cases],
+                               self.memory.consensus(nearest))
 
     def translate(self, alerts: list[str], config: SearchConfig | None = None, batch_size: int = 64) -> list[str]:
         """Best recommendation text per alert ("" for an empty alert); no trust or past cases are looked up."""

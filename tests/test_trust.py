@@ -7,13 +7,16 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from support import TINY_PAIRS, run_cli, tiny_data, train_args, trained, training_threads
 
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.errors import CheckpointError
-from seq2seq.memory import CaseMemory
+from seq2seq.memory import Case, CaseMemory
 from seq2seq.recommender import Recommender
-from seq2seq.trust import FEATURES, VERDICTS, TrustModel, features, fit_trust
+from seq2seq.trust import FEATURES, FIRST_FEATURES, VERDICTS, TrustModel, features, fit_trust
 
 ALERTS, ACTIONS = [a for a, _ in TINY_PAIRS], [b for _, b in TINY_PAIRS]
 
@@ -71,6 +74,43 @@ def test_agreement_is_one_for_an_action_a_case_took_and_lower_for_another(memory
     assert high == pytest.approx(1.0, abs=1e-5) and low < high
 
 
+def test_consensus_is_one_when_the_nearest_cases_did_the_same_and_zero_without_a_second(memory):
+    pair = memory.nearest(["pump vibration high"], 2)[0]
+    same = [pair[0], Case("another alert", pair[0].action, 0.5)]
+    memory_with_repeat = CaseMemory([*ALERTS, same[1].alert], [*ACTIONS, same[1].action])
+    assert memory_with_repeat.consensus([same])[0] == pytest.approx(1.0, abs=1e-5)
+    assert memory.consensus([pair[:1], []]) == [0.0, 0.0]
+    assert 0.0 <= memory.consensus([pair])[0] <= 1.0
+
+
+def test_a_trust_model_fitted_before_the_last_signals_loads_and_reads_only_its_own():
+    old_state = {"weights": [2.0, 1.0, -1.0], "bias": 0.5, "scope_threshold": 0.3, "flag_rate": 0.01,
+                 "uncertain_below": 0.5}  # as checkpoints before the second-case signals stored it
+    model = TrustModel.from_state_dict(old_state)
+    signals = np.random.default_rng(1).uniform(0, 1, (50, len(FEATURES)))
+    expected = 1 / (1 + np.exp(-(signals[:, :3] @ np.array([2.0, 1.0, -1.0]) + 0.5)))
+    np.testing.assert_allclose(model.trust(signals), expected)
+    assert TrustModel.from_state_dict(model.state_dict()) == model
+    with pytest.raises(CheckpointError, match="unknown or repeated"):
+        TrustModel.from_state_dict({**old_state, "features": ["log_prob_per_piece", "colour", "agreement"]})
+    with pytest.raises(CheckpointError, match="expected 5 finite weights"):
+        TrustModel.from_state_dict({**old_state, "features": list(FEATURES)})
+
+
+def test_standardised_fitting_ranks_like_scikit_learns_pipeline_and_honours_the_chosen_signals():
+    rng = np.random.default_rng(2)
+    signals = rng.normal([-1.0, 0.6, 0.5, 0.4, 0.5], [0.5, 0.2, 0.2, 0.2, 0.3], (300, len(FEATURES)))
+    chrf = 100 / (1 + np.exp(-(3 * signals[:, 0] + 4 * signals[:, 4] + rng.normal(0, 1, 300))))
+    model = fit_trust(signals, chrf.tolist())
+    pipeline = make_pipeline(StandardScaler(), LogisticRegression()).fit(signals, chrf >= 50)
+    np.testing.assert_allclose(model.trust(signals), pipeline.predict_proba(signals)[:, 1], atol=1e-6)
+    first = fit_trust(signals, chrf.tolist(), signals=FIRST_FEATURES)
+    assert first.features == FIRST_FEATURES and len(first.weights) == 3
+    moved = signals.copy()
+    moved[:, 3:] = 0.0  # the signals it does not read
+    np.testing.assert_array_equal(first.trust(moved), first.trust(signals))
+
+
 def test_memory_round_trips_through_its_state(memory):
     again = CaseMemory.from_state_dict(memory.state_dict())
     assert again.nearest(["motor temp high"], 3) == memory.nearest(["motor temp high"], 3)
@@ -82,7 +122,7 @@ def test_memory_round_trips_through_its_state(memory):
 @settings(max_examples=60, deadline=None)
 def test_the_scope_threshold_flags_at_most_the_stated_share_of_the_split_it_was_fitted_on(nearest, rate):
     n = len(nearest)
-    signals = features([-0.5] * n, [4] * n, nearest, [0.5] * n)
+    signals = features([-0.5] * n, [4] * n, nearest, [0.5] * n, nearest, [0.5] * n)
     model = fit_trust(signals, [float(i % 100) for i in range(n)], rate)
     flagged = sum(model.verdict(0.9, s) == "out-of-scope" for s in nearest)
     assert flagged <= rate * n + 1e-9
