@@ -1,0 +1,113 @@
+"""The micro-batcher: concurrent calls share decoder passes and get the answers they would get alone."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from support import trained
+
+from seq2seq.config import SearchConfig
+from seq2seq.recommender import Recommender
+from seq2seq.serving.batcher import MicroBatcher
+
+CALLS = [  # (alerts, search settings, past cases): greedy and beam, one alert and several, an empty one
+    (["pump vibration high"], SearchConfig(), 3),
+    (["belt worn", "valve stuck closed"], SearchConfig(beam_size=3, n_best=2), 1),
+    (["oil level low", "", "Fan   Speed LOW"], SearchConfig(), 5),
+    (["gearbox noise high and coolant temperature high"], SearchConfig(beam_size=3, n_best=2), 3),
+    (["filter clogged", "the quick brown fox"], SearchConfig(), 0),
+    (["compressor temperature high " * 6], SearchConfig(beam_size=2), 2),
+] * 4
+
+
+@pytest.fixture(scope="module")
+def recommender(tmp_path_factory) -> Recommender:
+    return Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
+
+
+class CountingRecommender:
+    """The recommender, counting its decoding calls (one per decoder pass group)."""
+
+    def __init__(self, recommender: Recommender) -> None:
+        self.recommender, self.calls, self.fail = recommender, 0, False
+
+    def recommend(self, *args, **kwargs):
+        self.calls += 1
+        if self.fail:
+            raise MemoryError("cannot allocate")
+        return self.recommender.recommend(*args, **kwargs)
+
+
+def all_at_once(batcher: MicroBatcher, calls) -> list:
+    start = threading.Barrier(len(calls))
+
+    def call(args):
+        alerts, config, similar = args
+        start.wait()
+        return batcher.recommend(alerts, config, similar)
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return list(pool.map(call, calls))
+
+
+def assert_same(got, expected) -> None:
+    assert [r.alert for r in got] == [r.alert for r in expected]
+    for a, b in zip(got, expected, strict=True):
+        assert [c.text for c in a.candidates] == [c.text for c in b.candidates]
+        assert [c.score for c in a.candidates] == pytest.approx([c.score for c in b.candidates], abs=1e-5)
+        assert (a.verdict, a.similar, a.warning) == (b.verdict, b.similar, b.warning)
+        assert (a.trust is None) == (b.trust is None) and (a.trust is None or a.trust == pytest.approx(b.trust, abs=1e-5))
+
+
+def test_concurrent_calls_with_mixed_settings_get_their_one_by_one_answers_in_fewer_passes(recommender):
+    counting = CountingRecommender(recommender)
+    batcher = MicroBatcher(counting, max_wait_s=0.2)  # long enough for every thread to arrive on a busy machine
+    try:
+        answers = all_at_once(batcher, CALLS)
+    finally:
+        batcher.close()
+    for (alerts, config, similar), got in zip(CALLS, answers, strict=True):
+        assert_same(got, recommender.recommend(alerts, config, similar=similar))
+        assert all(len(r.similar) <= similar for r in got)
+    settings = len({config for _, config, _ in CALLS})
+    assert settings <= counting.calls < len(CALLS) / 2  # one pass per search setting and batch, not per call
+    assert batcher.waiting == 0
+
+
+def test_a_failed_pass_reaches_each_caller_of_its_group_and_the_batcher_keeps_serving(recommender):
+    counting = CountingRecommender(recommender)
+    batcher = MicroBatcher(counting, max_wait_s=0.05)
+    try:
+        counting.fail = True
+        with pytest.raises(MemoryError, match="cannot allocate"):
+            batcher.recommend(["pump vibration high"])
+        counting.fail = False
+        assert_same(batcher.recommend(["pump vibration high"]), recommender.recommend(["pump vibration high"]))
+    finally:
+        batcher.close()
+    assert batcher.waiting == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        batcher.recommend(["pump vibration high"])
+
+
+def test_a_batch_never_holds_more_alerts_than_its_bound_unless_one_request_does(recommender):
+    sizes = []
+
+    class Sizing(CountingRecommender):
+        def recommend(self, alerts, *args, **kwargs):
+            sizes.append(len(alerts))
+            return super().recommend(alerts, *args, **kwargs)
+
+    batcher = MicroBatcher(Sizing(recommender), max_batch=4, max_wait_s=0.2)
+    try:
+        calls = [(["pump vibration high", "belt worn", "oil level low"], SearchConfig(), 3)] * 6
+        calls.append((["filter clogged"] * 9, SearchConfig(), 3))
+        for (alerts, config, similar), got in zip(calls, all_at_once(batcher, calls), strict=True):
+            assert [r.alert for r in got] == alerts
+    finally:
+        batcher.close()
+    assert sum(sizes) == 27 and max(sizes) <= 3 + 9  # a batch closes at the first request that reaches the bound
+    with pytest.raises(ValueError, match="max_batch"):
+        MicroBatcher(recommender, max_batch=0)
