@@ -62,7 +62,7 @@ import gradio as gr
 
 from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
-from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers
+from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers, RawPayload
 from seq2seq.serving.smoke import smoke_test
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
@@ -83,6 +83,15 @@ def plot_slots(count: int, first_label: str, label: str, elem_id: str) -> list[g
             plots += [gr.Plot(label=f"{label} {k}", elem_id=f"{elem_id}-{k}", visible=False)
                       for k in range(start, min(start + 2, count + 1))]
     return plots
+
+
+def upload_box(label: str, file_types: list[str], elem_id: str, height: int | None = None) -> gr.File:
+    """A file upload whose events take raw payloads (``preprocess=False``) and check them in the handler
+    (``handlers.uploaded``), as /recommend's does: a program that sends a list or a number where a file
+    belongs gets a readable error, not Gradio's ``{"error": null}``."""
+    upload = gr.File(label=label, file_types=file_types, type="filepath", height=height, elem_id=elem_id)
+    upload.data_model = RawPayload
+    return upload
 
 
 def _translator_dropdown(handlers: Handlers) -> gr.Dropdown:
@@ -127,8 +136,8 @@ def _engine_tab(h: Handlers) -> None:
     with gr.Row():
         unit = gr.Dropdown(choices=[(f"engine {e.unit} ({e.length} cycles)", e.unit) for e in h.engines.values()],
                            value=next(iter(h.engines), None), label="Bundled synthetic engine", elem_id="engine")
-        upload = gr.File(label="…or a C-MAPSS file (train_FD00x.txt layout)", file_types=[".txt"],
-                         type="filepath", height=140, elem_id="cmapss-file")
+        upload = upload_box(label="…or a C-MAPSS file (train_FD00x.txt layout)", file_types=[".txt"], height=140,
+                            elem_id="cmapss-file")
         file_unit = gr.Dropdown(choices=[], label="Engine in the uploaded file", allow_custom_value=True)
         translator = _translator_dropdown(h)
     button = gr.Button("Analyse engine", variant="primary", elem_id="analyse")
@@ -141,9 +150,10 @@ def _engine_tab(h: Handlers) -> None:
     with gr.Accordion("JSON, as /engine_health returns it", open=False):
         data = gr.JSON()
     report = gr.State()
-    upload.change(h.file_units, [upload], [file_unit], api_name="file_units", api_visibility="private")
+    upload.change(h.file_units, [upload], [file_unit], api_name="file_units", api_visibility="private",
+                  preprocess=False)
     button.click(h.engine_health, [unit, upload, file_unit, translator], [data, report], api_name="engine_health",
-                 concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model").success(
+                 concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model", preprocess=False).success(
         h.show_engine, [data, report], [summary, attention, deviations, *plots], api_name="show_engine",
         api_visibility="private")
 
@@ -152,8 +162,7 @@ def _batch_tab(h: Handlers) -> None:
     gr.Markdown("Every row of the uploaded log comes back with its recommendation, score and error (if any). "
                 "CSV/TSV need a header row; JSONL one object per line; TXT one alert per line (returned as CSV).")
     with gr.Row():
-        upload = gr.File(label="Incident log", file_types=[".csv", ".tsv", ".jsonl", ".txt"], type="filepath",
-                         elem_id="batch-file")
+        upload = upload_box(label="Incident log", file_types=[".csv", ".tsv", ".jsonl", ".txt"], elem_id="batch-file")
         with gr.Column():
             column = gr.Dropdown(choices=[], label="Alert column (empty: source, problem or the only one)",
                                  allow_custom_value=True, elem_id="batch-column")
@@ -163,9 +172,10 @@ def _batch_tab(h: Handlers) -> None:
     result = gr.File(label="Result: every row with recommendation, score and error", elem_id="batch-result")
     summary = gr.Markdown(elem_id="batch-summary")
     state = gr.State()
-    upload.change(h.column_choices, [upload], [column], api_name="file_columns", api_visibility="private")
+    upload.change(h.column_choices, [upload], [column], api_name="file_columns", api_visibility="private",
+                  preprocess=False)
     button.click(h.translate_upload, [upload, column, translator, beam], [result, state], api_name="translate_file",
-                 concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model").success(
+                 concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model", preprocess=False).success(
         lambda s: s.summary(), [state], [summary], api_name="batch_summary", api_visibility="private")
 
 

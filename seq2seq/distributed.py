@@ -11,7 +11,7 @@ Backends: gloo on the CPU, NCCL on CUDA, where each process uses ``cuda:LOCAL_RA
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from seq2seq.config import resolve_device
-from seq2seq.errors import ConfigError
+from seq2seq.errors import ConfigError, Seq2SeqError
 
 T = TypeVar("T")
 
@@ -86,6 +86,23 @@ class World:
         box: list[Any] | None = [None] * self.size if self.is_main else None
         dist.gather_object(value, box, dst=0)
         return box or []
+
+    def outcome(self, action: Callable[[], T]) -> T:
+        """``action()``, returned once every process has run its own and learned how the others went: a
+        one-line error (``Seq2SeqError``) on any process is raised on all of them (the lowest rank's), so
+        that no process waits at a later collective for one that has left."""
+        if self.size == 1:
+            return action()
+        try:
+            result, error = action(), None
+        except Seq2SeqError as err:
+            result, error = None, err
+        errors: list[Seq2SeqError | None] = [None] * self.size
+        dist.all_gather_object(errors, error)
+        first = next((err for err in errors if err is not None), None)
+        if first is not None:
+            raise first
+        return result
 
     def sum(self, value: float) -> float:
         return self._collective(value, dist.ReduceOp.SUM)

@@ -35,6 +35,7 @@ from typing import BinaryIO, ClassVar
 
 from seq2seq.errors import DataError, file_error, shown
 
+BYTES_KEPT = "surrogateescape"  # codec error handler: a byte that is not UTF-8 is read and written back as it was
 MAX_LINE_BYTES = 1 << 17  # csv's own field limit: far beyond any alert, and it bounds the memory of a line
 SNIFF_BYTES = 4096  # opening bytes looked at to tell text from UTF-16/32 and binary files
 _WIDE_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32 LE's mark starts
@@ -64,6 +65,15 @@ def utf8_fault(raw: bytes, err: UnicodeDecodeError) -> str:
     """What is wrong with a line that is not UTF-8: "not valid UTF-8 (byte 0xff at column 5)"."""
     column = len(raw[: err.start].decode("utf-8", "replace")) + 1
     return f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {column})"
+
+
+def decode_line(raw: bytes) -> tuple[str, str]:
+    """(text, fault) of one line: "" when it is UTF-8; else ``utf8_fault``'s words, and the text keeps each
+    bad byte (``BYTES_KEPT``), so a row flagged for its bytes is written back with them, never altered."""
+    try:
+        return raw.decode("utf-8"), ""
+    except UnicodeDecodeError as err:
+        return raw.decode("utf-8", BYTES_KEPT), utf8_fault(raw, err)
 
 
 def check_text(path: Path, head: bytes) -> None:
@@ -211,7 +221,22 @@ def json_objects(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict]]
             raise DataError(f"{path}: line {number}: invalid JSON ({err.msg} at column {err.colno})") from None
         if not isinstance(record, dict):
             raise DataError(f"{path}: line {number}: expected a JSON object, found {json_type(record)}")
+        _check_escapes(line, record, f"{path}: line {number}")
         yield number, record
+
+
+def _check_escapes(line: str, record: dict, where: str) -> None:
+    """DataError when a UTF-8 line's object holds a lone surrogate, written as an escape such as ``\\ud800``:
+    half of a character, no text; it could be neither translated nor written back as UTF-8."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return  # bytes that are not UTF-8, kept as they were: that row is flagged already (decode_line)
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise DataError(f"{where}: the escape {err.object[err.start]!a} is half of a character (a lone "
+                        "surrogate), not text") from None
 
 
 def _object(pairs: list[tuple[str, object]], where: str) -> dict:

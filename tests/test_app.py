@@ -128,6 +128,33 @@ def test_inputs_of_the_wrong_type_get_a_readable_error_not_a_null_one(client, in
         client.predict(*inputs, api_name="/recommend")
 
 
+@pytest.mark.parametrize("endpoint, inputs, message", [
+    ("/engine_health", (None, [1, 2], None, "tiny"), "The C-MAPSS file must be an uploaded file"),
+    ("/engine_health", (None, 42, None, "tiny"), "The C-MAPSS file must be an uploaded file"),
+    ("/engine_health", (None, {"path": "train.txt"}, None, "tiny"), "The C-MAPSS file must be an uploaded file"),
+    ("/engine_health", (None, "train.txt", None, "tiny"), "The C-MAPSS file must be an uploaded file"),
+    ("/engine_health", ([1], None, None, "tiny"), "An engine unit must be a whole number"),
+    ("/engine_health", ({"unit": 1}, None, None, "tiny"), "An engine unit must be a whole number"),
+    ("/engine_health", ("nan", None, None, "tiny"), "An engine unit must be a whole number"),
+    ("/engine_health", (None, None, None, "tiny"), "Pick one of the bundled engines"),
+    ("/translate_file", ([1, 2], None, "tiny", 1), "The incident log must be an uploaded file"),
+    ("/translate_file", (42, None, "tiny", 1), "The incident log must be an uploaded file"),
+    ("/translate_file", ({"path": "log.csv"}, None, "tiny", 1), "The incident log must be an uploaded file"),
+    ("/translate_file", (None, None, "tiny", 1), "Upload an incident log first"),
+])
+def test_a_wrong_payload_for_a_file_endpoint_gets_a_readable_error_not_a_null_one(client, endpoint, inputs, message):
+    with pytest.raises(AppError, match=message):
+        client.predict(*inputs, api_name=endpoint)
+
+
+def test_a_translate_file_column_that_is_not_text_gets_a_readable_error(client, tmp_path):
+    log = tmp_path / "log.csv"
+    log.write_text("source\npump vibration high\n", encoding="utf-8")
+    for column in (["source"], 3, {"name": "source"}):
+        with pytest.raises(AppError, match="The alert column must be text"):
+            client.predict(handle_file(str(log)), column, "tiny", 1, api_name="/translate_file")
+
+
 def test_engine_health_gives_rul_health_alerts_and_one_recommendation_per_alert(client, tiny):
     _, rul = tiny
     bundled = client.predict(read_cmapss(rul.test)[0].unit, None, None, "tiny", api_name="/engine_health")
@@ -224,10 +251,11 @@ def test_batch_results_live_in_the_apps_temporary_folder_until_they_age_or_it_cl
     handlers = Handlers({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
     log = tmp_path / "log.txt"
     log.write_text("pump vibration high\n", encoding="utf-8")
-    first, _ = handlers.translate_upload(str(log), None, "tiny", 1, progress=lambda *args, **kwargs: None)
+    upload = {"path": str(log), "meta": {"_type": "gradio.FileData"}}  # as Gradio hands an upload on
+    first, _ = handlers.translate_upload(upload, None, "tiny", 1, progress=lambda *args, **kwargs: None)
     assert Path(first).is_file() and Path(first).is_relative_to(handlers.work_dir)
     os.utime(Path(first).parent, (0, 0))  # as if written long ago
-    second, _ = handlers.translate_upload(str(log), None, "tiny", 1, progress=lambda *args, **kwargs: None)
+    second, _ = handlers.translate_upload(upload, None, "tiny", 1, progress=lambda *args, **kwargs: None)
     assert Path(second).is_file() and not Path(first).exists()
     handlers.close()
     assert not handlers.work_dir.exists()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support import TINY_PAIRS, CliResult, TinyData, run_cli, tiny_data, train_args, tsv
+from support import TINY_PAIRS, CliResult, TinyData, file_states, run_cli, tiny_data, train_args, trained, tsv
 
 from seq2seq.checkpoint import load_model
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, from_dict
@@ -168,3 +168,25 @@ def test_translate_under_torchrun_refuses_resume_and_stdin(ddp_run, tmp_path, mo
     assert resumed.status == 2 and "resumed in one process" in resumed.stderr
     piped = run_cli(*model, stdin=b"pump vibration high\n")
     assert piped.status == 2 and "needs --input" in piped.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("clash", [["--output", "alerts.tsv"],
+                                   ["--output", "out.tsv", "--attention-out", "./alerts.tsv"],
+                                   ["--output", "out.tsv", "--attention-out", "out.tsv.job.json"]],
+                         ids=["output-is-input", "attention-is-input", "attention-is-the-record"])
+def test_a_destination_refused_by_rank_0_ends_every_process_with_the_same_line(tmp_path_factory, tmp_path, clash):
+    """Rank 0 checks the destinations; the others learn its refusal instead of waiting for it at a barrier."""
+    model = trained(tmp_path_factory.getbasetemp()).best
+    source = tmp_path / "alerts.tsv"
+    source.write_text(tsv(TINY_PAIRS[:4], ("alert", "id")), encoding="utf-8")
+    before = file_states(source)
+    result = torchrun(tmp_path, "translate", "--model", str(model), "--input", "alerts.tsv", "--column", "alert",
+                      *clash)  # a hang would end in subprocess.TimeoutExpired
+    assert result.status != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("seq2seq: error: ")]
+    assert len(errors) == PROCESSES and len(set(errors)) == 1, result.stderr
+    assert "each file a job writes must be a file of its own" in errors[0]
+    assert "ChildFailedError" in result.stderr  # torchrun's own report that its processes exited with an error
+    assert file_states(source) == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["alerts.tsv"]  # no part, output or record

@@ -4,12 +4,14 @@ settings. Each refusal is one line with exit status 2 and leaves every file as i
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 from support import assert_one_line_error, file_states, run_cli, trained
 
 from seq2seq.recommender import Recommender
+from seq2seq.serving import destinations
 from seq2seq.serving.batch import translate_file
 from seq2seq.serving.destinations import record_path
 
@@ -132,3 +134,47 @@ def test_rul_train_into_a_file_where_a_folder_is_needed_is_refused(tmp_path, fol
     assert result.status == 2 and "Traceback" not in result.stderr  # after the log lines of reading the data
     assert result.error_lines[-1].startswith(f"seq2seq: error: {tmp_path / 'afile'}: is a file, but ")
     assert (tmp_path / "afile").read_text(encoding="utf-8") == "keep\n"
+
+
+@pytest.mark.parametrize("hypotheses, clashes_with", [
+    ("data.tsv", "--data"), ("./sub/../data.tsv", "--data"), ("hard.tsv", "--data"), ("target.txt", "--data-target"),
+    ("model.pt", "--model"), ("link.pt", "--model"),
+], ids=["data", "data-by-path", "data-hard-link", "data-target", "model", "model-symlink"])
+def test_evaluate_hypotheses_onto_an_input_is_refused_and_nothing_changes(model, tmp_path, monkeypatch, hypotheses,
+                                                                          clashes_with):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    data = tmp_path / "data.tsv"
+    data.write_text("source\npump vibration high\nbelt worn\n", encoding="utf-8")
+    (tmp_path / "target.txt").write_text("inspect pump bearings\nreplace belt\n", encoding="utf-8")
+    (tmp_path / "model.pt").write_bytes(model.read_bytes())
+    os.link(data, tmp_path / "hard.tsv")
+    (tmp_path / "link.pt").symlink_to(tmp_path / "model.pt")
+    before = file_states(data, tmp_path / "target.txt", tmp_path / "model.pt")
+    result = run_cli("evaluate", "--model", "model.pt", "--data", "data.tsv", "--data-target", "target.txt",
+                     "--hypotheses", hypotheses)
+    assert_one_line_error(result, f"--hypotheses is also the {clashes_with}", "a file of its own")
+    assert file_states(data, tmp_path / "target.txt", tmp_path / "model.pt") == before
+
+
+def test_evaluate_hypotheses_into_a_new_folder_are_written(model, tmp_path):
+    data = tmp_path / "data.tsv"
+    data.write_text("source\ttarget\npump vibration high\tinspect pump bearings\n", encoding="utf-8")
+    result = run_cli("evaluate", "--model", str(model), "--data", str(data), "--hypotheses",
+                     str(tmp_path / "new" / "hyp.txt"))
+    assert result.status == 0, result.stderr
+    assert (tmp_path / "new" / "hyp.txt").read_text(encoding="utf-8").count("\n") == 1
+
+
+def test_the_model_digest_is_computed_once_per_loaded_model_and_unchanged(model, log, tmp_path, monkeypatch):
+    recommender = Recommender.from_checkpoint(model)
+    expected = destinations._hash_model(recommender)
+    calls = []
+    monkeypatch.setattr(destinations, "_hash_model", lambda r: calls.append(r) or expected)
+    for name in ("a.tsv", "b.tsv", "c.tsv"):
+        translate_file(recommender, log, tmp_path / name)
+    records = [json.loads(record_path(tmp_path / name).read_text(encoding="utf-8")) for name in ("a.tsv", "c.tsv")]
+    assert calls == [recommender]  # once, not once per job
+    assert {record["model"] for record in records} == {expected}
+    other = Recommender.from_checkpoint(model)  # another load of the same file: hashed afresh, the same value
+    assert destinations.model_digest(other) == expected and calls == [recommender, other]

@@ -211,3 +211,72 @@ def test_an_endless_line_is_read_in_bounded_memory(model, tmp_path):
     rows = read_csv(output)
     assert [row["source"] for row in rows] == [LOG_ALERTS[0], "", LOG_ALERTS[1]]
     assert "longer than" in rows[1]["error"] and rows[0]["recommendation"] and rows[2]["recommendation"]
+
+
+NOT_UTF8 = {"latin-1": b"caf\xe9", "cp1252-quotes": b"\x93bolt\x94", "cut-sequence": b"temp \xc3",
+            "overlong": b"\xc0\xaf", "lone-continuation": b"\x80 high"}  # the first non-ASCII byte is the bad one
+LINE_STARTS = {"csv": "1,pump ", "tsv": "1\tpump ", "jsonl": '{"id": 1, "source": "pump ', "txt": "pump "}
+
+
+def _fault(bad: bytes, fmt: str) -> str:
+    """How a line ``LINE_STARTS[fmt] + bad`` is named: its first byte that is not ASCII, and the column of it."""
+    start = next(i for i, byte in enumerate(bad) if byte > 0x7f)
+    return f"not valid UTF-8 (byte 0x{bad[start]:02x} at column {len(LINE_STARTS[fmt]) + start + 1})"
+
+
+def _log_with(fmt: str, bad: bytes) -> bytes:
+    """Three rows of ``fmt`` whose second holds ``bad``, a byte sequence that is not UTF-8."""
+    alerts = [LOG_ALERTS[0].encode(), b"pump " + bad, LOG_ALERTS[1].encode()]
+    if fmt == "csv":
+        return b"id,source\n" + b"".join(b"%d,%s\n" % (i, a) for i, a in enumerate(alerts))
+    if fmt == "tsv":
+        return b"id\tsource\n" + b"".join(b"%d\t%s\n" % (i, a) for i, a in enumerate(alerts))
+    if fmt == "jsonl":
+        return b"".join(b'{"id": %d, "source": "%s"}\n' % (i, a) for i, a in enumerate(alerts))
+    return b"".join(a + b"\n" for a in alerts)
+
+
+@pytest.mark.parametrize("bad", NOT_UTF8.values(), ids=NOT_UTF8.keys())
+@pytest.mark.parametrize("fmt, out", [("csv", "csv"), ("tsv", "tsv"), ("jsonl", "jsonl"), ("txt", "csv"),
+                                      ("txt", "txt")])
+def test_a_row_that_is_not_utf8_is_flagged_and_written_back_with_its_bytes(model, recommender, tmp_path, fmt, out,
+                                                                             bad):
+    source = tmp_path / f"in.{fmt}"
+    source.write_bytes(_log_with(fmt, bad))
+    before = file_states(source)
+    result = translate(model, source, tmp_path / f"out.{out}")
+    assert result.status == 0, result.stderr
+    assert file_states(source) == before
+    written = (tmp_path / f"out.{out}").read_bytes()
+    fault = f"line {2 if fmt in ('txt', 'jsonl') else 3}: {_fault(bad, fmt)}"
+    translations = recommender.translate(LOG_ALERTS[:2])
+    if out == "txt":  # one recommendation per line, the row's fault on stderr with its line
+        assert written.decode("utf-8").split("\n") == [translations[0], "", translations[1], ""]
+        assert any(fault in line for line in result.error_lines), result.stderr
+        return
+    assert b"pump " + bad in written  # never replaced by U+FFFD: the bytes as they came
+    lines = written.split(b"\n")[:-1]
+    assert len(lines) == 3 + (out != "jsonl")  # every row, in order
+    assert [line.decode("utf-8") for i, line in enumerate(lines) if i != len(lines) - 2]  # the others are UTF-8
+    assert _fault(bad, fmt).encode() in lines[-2]
+    for line, translation in zip((lines[-3], lines[-1]), translations, strict=True):
+        assert translation.encode() in line
+
+
+@pytest.mark.parametrize("bad", NOT_UTF8.values(), ids=NOT_UTF8.keys())
+def test_a_stdin_line_that_is_not_utf8_gets_an_empty_line_and_a_warning_naming_it(model, bad):
+    result = run_cli("translate", "--model", str(model),
+                     stdin=b"%s\npump %s\n%s\n" % (LOG_ALERTS[0].encode(), bad, LOG_ALERTS[1].encode()))
+    assert result.status == 0 and len(result.stdout_lines) == 3 and result.stdout_lines[1] == ""
+    assert result.error_lines == [f"warning: stdin: line 2: {_fault(bad, 'txt')}; empty recommendation written"]
+
+
+@pytest.mark.parametrize("escape", ["\\ud800", "\\udce9", "\\udfff x"])
+@pytest.mark.parametrize("key", ["source", "note"])
+def test_a_json_escape_for_half_a_character_is_refused_in_one_line(model, tmp_path, escape, key):
+    source = tmp_path / "in.jsonl"
+    source.write_text(f'{{"id": 1, "{key}": "{escape}"}}\n{{"source": "belt worn", "note": ""}}\n', encoding="utf-8")
+    before = file_states(source, tmp_path / "out.jsonl")
+    result = translate(model, source, tmp_path / "out.jsonl")
+    assert_one_line_error(result, f"{source}: line 1: the escape '{escape[:6]}' is half of a character")
+    assert file_states(source, tmp_path / "out.jsonl") == before

@@ -26,8 +26,10 @@ from seq2seq.errors import ConfigError, Seq2SeqError, shown
 from seq2seq.evaluate import score_recommendations, selective_scores
 from seq2seq.fast.precision import PRECISIONS
 from seq2seq.fast.threads import one_core_workers
+from seq2seq.files import make_folder, open_binary
 from seq2seq.finetune import Start
 from seq2seq.recommender import SIMILAR, Recommender
+from seq2seq.serving.destinations import check_distinct
 from seq2seq.serving.incident_log import FORMATS
 from seq2seq.train import build_trainer
 
@@ -229,6 +231,10 @@ def run_train(args: argparse.Namespace) -> int:
 def run_evaluate(args: argparse.Namespace) -> int:
     """Under torchrun each process translates a contiguous share of the sources; rank 0 scores them all."""
     config = search_config(args)
+    if args.hypotheses:
+        reads = {"--data": args.data, "--data-target": args.data_target, "--model": args.model}
+        check_distinct({option: Path(path) for option, path in reads.items() if path}, {"--hypotheses":
+                       Path(args.hypotheses)}, None)
     corpus = read_corpus(args.data, args.data_target, args)
     sources = [example.source for example in corpus.examples]
     workers = decode_workers(args)
@@ -243,7 +249,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if truncated:
         print(f"warning: {args.data}: {truncated} alerts truncated to the model's limit", file=sys.stderr)
     if args.hypotheses:
-        Path(args.hypotheses).write_text("".join(r.text + "\n" for r in recommendations), encoding="utf-8")
+        make_folder(Path(args.hypotheses).parent)
+        with open_binary(Path(args.hypotheses), "wb") as file:
+            file.write("".join(r.text + "\n" for r in recommendations).encode("utf-8"))
     if args.json:
         print(json.dumps({**scores.to_json(), "beam_size": args.beam_size, "skipped": len(corpus.skipped),
                           "selective": selective_scores(recommendations, corpus)}))

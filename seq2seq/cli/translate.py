@@ -14,7 +14,7 @@ from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.distributed import launched_size, process_group
 from seq2seq.errors import ConfigError
 from seq2seq.fast.threads import one_core_workers, worker_count
-from seq2seq.files import LongLine, bounded_lines, utf8_fault
+from seq2seq.files import LongLine, bounded_lines, decode_line
 from seq2seq.recommender import Recommender
 from seq2seq.serving.batch import FileJob
 from seq2seq.serving.sharding import translate_shared
@@ -51,13 +51,9 @@ def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str | No
 
 def _decoded(number: int, raw: bytes | LongLine) -> str | None:
     """The text of one stdin line, or None with a warning on stderr."""
-    if isinstance(raw, LongLine):
-        fault = raw.fault()
-    else:
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            fault = utf8_fault(raw, err)
+    text, fault = ("", raw.fault()) if isinstance(raw, LongLine) else decode_line(raw)
+    if not fault:
+        return text
     print(f"warning: stdin: line {number}: {fault}; empty recommendation written", file=sys.stderr)
     return None
 

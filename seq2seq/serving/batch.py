@@ -114,7 +114,7 @@ class FileJob:
                     **{name: path and os.path.realpath(path) for name, path in companions.items()}}
         writes = {"--output": self.output_path, "--attention-out": self.attention_out,
                   "the job record": record_path(self.output_path)}
-        check_distinct(self.input_path, writes, self.heatmaps)
+        check_distinct({"--input": self.input_path}, writes, self.heatmaps)
         record = job_record(self.input_path, self.recommender, settings)
         if resume and (self.output_path.exists() or record_path(self.output_path).exists()):
             check_resumable(self.output_path, record)

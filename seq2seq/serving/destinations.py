@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,14 @@ def record_path(output: Path) -> Path:
     return output.with_name(output.name + ".job.json")
 
 
-def check_distinct(input_path: Path, writes: dict[str, Path | None], heatmaps: Path | None) -> None:
-    """DataError when a file in ``writes`` (option -> path) is the input or another of them, when a folder
-    one needs (``heatmaps`` included) is a file, or when a file lies where the heatmap PNGs are written."""
+def check_distinct(reads: dict[str, Path | None], writes: dict[str, Path | None], heatmaps: Path | None) -> None:
+    """DataError when a file in ``writes`` (option -> path) is one of ``reads`` (the job's inputs, by option) or
+    another of ``writes``, when a folder one needs (``heatmaps`` included) is a file, or when a file lies where
+    the heatmap PNGs are written."""
+    inputs = [(option, path) for option, path in reads.items() if path is not None]
     files = {option: path for option, path in writes.items() if path is not None}
-    named = [("--input", input_path), *files.items()]
-    for index, (option, path) in enumerate(named):
+    named = [*inputs, *files.items()]
+    for index, (option, path) in enumerate(named[len(inputs):], len(inputs)):
         for other_option, other in named[:index]:
             if _same_file(path, other):
                 raise DataError(f"{path}: {option} is also the {other_option}; each file a job writes must be "
@@ -91,7 +94,19 @@ def _input_identity(path: Path) -> dict[str, Any]:
 
 
 def model_digest(recommender: Recommender) -> str:
-    """SHA-256 of the model's configuration, vocabularies and weights (as decoded: a quantized model has its own)."""
+    """SHA-256 of the model's configuration, vocabularies and weights (as decoded: a quantized model has its own).
+
+    Computed once per loaded model and kept while it lives: a loaded model is never changed, and hashing
+    every weight again for each file job would cost as much as a small job."""
+    if recommender not in _DIGESTS:
+        _DIGESTS[recommender] = _hash_model(recommender)
+    return _DIGESTS[recommender]
+
+
+_DIGESTS: weakref.WeakKeyDictionary[Recommender, str] = weakref.WeakKeyDictionary()
+
+
+def _hash_model(recommender: Recommender) -> str:
     digest = hashlib.sha256(repr(recommender.model.config).encode("utf-8"))
     for part in recommender.tokenizer.state_dict().values():
         digest.update(part if isinstance(part, bytes) else repr(part).encode("utf-8"))

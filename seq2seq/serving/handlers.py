@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from gradio.data_classes import GradioRootModel
 from matplotlib.figure import Figure
 
 from seq2seq.config import SearchConfig
@@ -64,6 +65,39 @@ def user_errors(upload: str | None = None) -> Iterator[None]:
     except Exception as err:
         traceback.print_exc()
         raise refusal(f"Unexpected {type(err).__name__}: {err}. The app is still running; try again.") from None
+
+
+class RawPayload(GradioRootModel):
+    """The data model of a file input whose events take raw payloads (``preprocess=False``): anything passes, so
+    that a wrong payload reaches the handler (``uploaded``) and is refused in words; Gradio's own file model
+    refuses it as ``{"error": null}``. A file payload is still checked by Gradio to be an upload first."""
+
+    root: Any
+
+
+def uploaded(payload: Any, what: str) -> str | None:
+    """The path of the file a request uploaded, None for no file; any other payload is refused, naming ``what``.
+
+    Gradio has checked a payload marked as a file (``meta``) to be an upload in its cache; anything
+    else, a dict naming a path included, is never read."""
+    if payload is None or payload == "":
+        return None
+    if isinstance(payload, dict) and payload.get("meta") == {"_type": "gradio.FileData"} \
+            and isinstance(payload.get("path"), str):
+        return payload["path"]
+    raise refusal(f"{what} must be an uploaded file (gradio_client's handle_file), not {type(payload).__name__} "
+                  f"{str(payload)[:40]!r}.")
+
+
+def unit_number(value: Any) -> int | None:
+    """An engine unit as a dropdown sends it (a number, or its text), None for none; anything else is refused."""
+    if value is None or value == "":
+        return None
+    try:
+        return int(float(value))
+    except (TypeError, ValueError, OverflowError):
+        raise refusal(f"An engine unit must be a whole number (got {type(value).__name__} "
+                      f"{str(value)[:40]!r}).") from None
 
 
 class Handlers:
@@ -136,7 +170,8 @@ class Handlers:
         words = level != LEVELS[1]
         return plot_updates(recommendation_figures(chosen, words) if chosen else [], MAX_N_BEST)
 
-    def file_units(self, upload: str | None):
+    def file_units(self, payload: Any):
+        upload = uploaded(payload, "The C-MAPSS file")
         if not upload:
             return gr.Dropdown(choices=[], value=None)
         with user_errors(upload):
@@ -146,17 +181,19 @@ class Handlers:
     def pick_engine(self, unit: Any, upload: str | None, file_unit: Any) -> tuple[Engine, str]:
         if upload:
             engines = {engine.unit: engine for engine in read_cmapss(upload)}
-            wanted = int(float(file_unit)) if file_unit not in (None, "") else next(iter(engines))
+            wanted = unit_number(file_unit)
+            wanted = next(iter(engines)) if wanted is None else wanted
             if wanted not in engines:
                 raise refusal(f"{Path(upload).name}: no engine {wanted} (units {min(engines)}..{max(engines)})")
             return engines[wanted], Path(upload).name
-        if unit in (None, "") or int(float(unit)) not in self.engines:
+        if unit_number(unit) not in self.engines:
             raise refusal("Pick one of the bundled engines, or upload a C-MAPSS file.")
-        return self.engines[int(float(unit))], "bundled synthetic engines"
+        return self.engines[unit_number(unit)], "bundled synthetic engines"
 
-    def engine_health(self, unit: Any, upload: str | None, file_unit: Any, translator: str):
+    def engine_health(self, unit: Any, payload: Any, file_unit: Any, translator: str):
         if self.monitor is None:
             raise refusal("No RUL model loaded: start the app with --rul-model PATH.")
+        upload = uploaded(payload, "The C-MAPSS file")
         recommender, search = self.translator(translator), SearchConfig()
         with user_errors(upload):
             engine, source = self.pick_engine(unit, upload, file_unit)
@@ -170,14 +207,18 @@ class Handlers:
         return [engine_markdown(data), attention_figure(report), deviation_figure(report),
                 *plot_updates(figures, ENGINE_ALERTS, labels)]
 
-    def column_choices(self, upload: str | None):
+    def column_choices(self, payload: Any):
+        upload = uploaded(payload, "The incident log")
         columns = read_columns(Path(upload)) if upload else []
         return gr.Dropdown(choices=columns, value=None)
 
-    def translate_upload(self, upload: str | None, column: str | None, translator: str, beam_size: float,
+    def translate_upload(self, payload: Any, column: Any, translator: str, beam_size: float,
                        progress=gr.Progress()):  # noqa: B008 (Gradio finds the tracker by this default)
+        upload = uploaded(payload, "The incident log")
         if not upload:
             raise refusal("Upload an incident log first (CSV, TSV, JSONL or TXT).")
+        if column is not None and not isinstance(column, str):
+            raise refusal(f"The alert column must be text, a column's name (got {type(column).__name__}).")
         recommender, search = self.translator(translator), self.search(beam_size)
         source = Path(upload)
         is_text = source.suffix.lower() == ".txt"  # one alert per line: written back as CSV, next to its alert

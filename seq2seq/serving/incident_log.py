@@ -1,10 +1,10 @@
 """Reading the rows of an incident log (CSV, TSV, JSONL or TXT) for the batch job, as a stream.
 
-Bytes are decoded per line, so a row with bytes that are not UTF-8 becomes a row with an error
-rather than a failed job; so does a row with a line over ``files.MAX_LINE_BYTES``, which is never held
-in memory whole. A file that is not UTF-8 text (UTF-16, binary: ``files.check_text``), a header that
-is not UTF-8 or too long, and a column name given twice are problems with the file. See
-``seq2seq.serving.batch`` for the formats and what happens to each row.
+Bytes are decoded per line, so a row with bytes that are not UTF-8 becomes a row with an error (its
+bytes kept, to be written back as they were) rather than a failed job; so does a row with a line over
+``files.MAX_LINE_BYTES``, which is never held in memory whole. A file that is not UTF-8 text (UTF-16,
+binary: ``files.check_text``), a header that is not UTF-8 or too long, and a column name given twice
+are problems with the file. See ``seq2seq.serving.batch`` for the formats and what happens to each row.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from seq2seq.files import (
     check_text,
     choose_column,
     csv_records,
+    decode_line,
     field_count_error,
     json_objects,
     open_binary,
     split_tsv,
     string_value,
     tsv_records,
-    utf8_fault,
 )
 
 FORMATS = ("csv", "tsv", "jsonl", "txt")
@@ -93,18 +93,16 @@ def count_rows(file: BinaryIO, fmt: str) -> int:
 
 
 def _lines(file: BinaryIO, fmt: str, bad: dict[int, str]) -> Iterator[str]:
-    """Lines with their endings; a line that is not UTF-8 gets U+FFFD, one too long its placeholder, and
-    ``bad[line]`` says what is wrong."""
+    """Lines with their endings; a line that is not UTF-8 keeps its bytes (``files.decode_line``), one too
+    long becomes its placeholder, and ``bad[line]`` says what is wrong."""
     for number, raw in enumerate(bounded_lines(file), 1):
         if isinstance(raw, LongLine):
             bad[number] = raw.fault()
             raw = _placeholder(raw, fmt)
-        raw = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            bad[number] = utf8_fault(raw, err)
-            yield raw.decode("utf-8", "replace")
+        text, fault = decode_line(raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw)
+        if fault:
+            bad[number] = fault
+        yield text
 
 
 def _bad_bytes(bad: dict[int, str], start: int, end: int) -> str:

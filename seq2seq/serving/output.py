@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from seq2seq.errors import DataError
-from seq2seq.files import open_binary, split_tsv
+from seq2seq.files import BYTES_KEPT, open_binary, split_tsv
 from seq2seq.recommender import Recommendation
 from seq2seq.serving.figures import heatmap_figure
 from seq2seq.serving.incident_log import Row
@@ -182,7 +182,7 @@ def _append_at(path: Path, end: int) -> BinaryIO:
 
 
 def _append(file: BinaryIO, text: str) -> None:
-    file.write(text.encode("utf-8"))
+    file.write(text.encode("utf-8", BYTES_KEPT))  # a row's bytes that are not UTF-8 go back as they came
     file.flush()
     os.fsync(file.fileno())
 

@@ -47,18 +47,26 @@ def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | 
             raise ConfigError(f"{job.input_path}: under torchrun --input must be a regular file (its rows are split)")
         total = count_rows(file, job.fmt or format_of(job.input_path, "--format"))
     destinations = [path for path in (job.output_path, job.attention_out) if path is not None]
-    if world.is_main:
-        job.claim(resume=False)
-    else:
-        for path in destinations:
-            part_path(path, world.rank).unlink(missing_ok=True)  # left by a killed job
-    world.barrier()  # nobody writes before rank 0 has claimed the destinations
+
+    def prepare() -> None:
+        if world.is_main:
+            job.claim(resume=False)
+        else:
+            for path in destinations:
+                part_path(path, world.rank).unlink(missing_ok=True)  # left by a killed job
+
+    def merge() -> None:
+        if world.is_main:
+            for path in destinations:
+                merge_parts(path, world.size)
+
+    # Each step is a World.outcome: nobody writes before rank 0 has claimed the destinations, rank 0 merges
+    # only whole parts, and a refusal on one process (a destination, a malformed row) ends every process.
+    world.outcome(prepare)
     attention = part_path(job.attention_out, world.rank) if job.attention_out is not None else None
     mine = dataclasses.replace(job, output_path=part_path(job.output_path, world.rank), attention_out=attention)
-    summary = mine.run(progress=progress, part=world.share(total, job.chunk_rows), header=world.is_main)
-    world.barrier()
-    if world.is_main:
-        for path in destinations:
-            merge_parts(path, world.size)
+    summary = world.outcome(lambda: mine.run(progress=progress, part=world.share(total, job.chunk_rows),
+                                             header=world.is_main))
+    world.outcome(merge)
     rows, translated, errors = (int(world.sum(count)) for count in (summary.rows, summary.translated, summary.errors))
     return BatchSummary(rows, translated, errors, 0, world.max(summary.seconds))
