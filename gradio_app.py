@@ -1,6 +1,7 @@
 """Technician UI: alerts in, repair recommendations out, with the attention behind each one.
 
-    python gradio_app.py [--model PATH ...] [--rul-model PATH] [--default-dir DIR] [--host 127.0.0.1] [--port 7860]
+    python gradio_app.py [--model PATH ...] [--rul-model PATH] [--default-dir DIR] [--feedback-db PATH]
+                         [--host 127.0.0.1] [--port 7860]
     python gradio_app.py --smoke-test [--model PATH ...] [--rul-model PATH] [--default-dir DIR]
 
 Tabs:
@@ -13,6 +14,9 @@ Tabs:
 - **Engine health**: a bundled synthetic engine (20, seeded) or an uploaded C-MAPSS file -> remaining
   useful life, health state, the RUL model's temporal attention, the sensor deviations, the alerts
   and each alert's recommendation with its heatmap.
+- Under every recommendation of those two tabs: was it **right** or **wrong**, and what the technician
+  did instead; stored in the feedback database (``--feedback-db``, default ``feedback.sqlite`` in
+  ``--default-dir``; ``seq2seq.serving.feedback``) through the same handler as ``/feedback``.
 - **Batch**: an incident log (CSV, TSV, JSONL or TXT) -> the same rows with recommendation and score,
   as a download (``seq2seq.serving.translate_file``).
 
@@ -33,7 +37,9 @@ shut down: exit 0, or 1 with a one-line error.
 Programs call the named endpoints with gradio_client, ``Client(url).predict(..., api_name=NAME)``:
 ``/recommend`` (alerts, translator, beam size, n-best -> JSON), ``/engine_health`` (bundled engine
 or uploaded file + unit, translator -> JSON) and ``/translate_file`` (file, column, translator,
-beam size -> output file). The JSON carries the raw attention matrices as nested lists.
+beam size -> output file). The JSON carries the raw attention matrices as nested lists. ``/feedback``
+(alert, recommendation, verdict ``right`` or ``wrong``, correction, technician -> the record's id) stores a
+technician's verdict, committed to the database before it answers.
 
 Serving: every model call shares one concurrency slot (``concurrency_id="model"``) and the queue is
 bounded; the queue cannot be skipped (``api_open=False``: the direct ``/gradio_api/run/...`` routes
@@ -50,6 +56,7 @@ import argparse
 import os
 import signal
 import time
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -62,6 +69,7 @@ import gradio as gr
 
 from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
+from seq2seq.serving.feedback import VERDICTS, FeedbackStore
 from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers, RawPayload
 from seq2seq.serving.smoke import smoke_test
 
@@ -102,6 +110,26 @@ def _translator_dropdown(handlers: Handlers) -> gr.Dropdown:
     return gr.Dropdown(choices=choices, value=choices[0][1], label="Translator (attention type)")
 
 
+def _verdict_panel(h: Handlers, prefix: str) -> tuple[gr.Dropdown, gr.State]:
+    """Right / wrong and "what I did instead" for one chosen recommendation, posted through ``h.feedback``
+    (as /feedback is); elem_ids ``PREFIX-feedback-choice``, ``-right``, ``-wrong``, ``-correction``. Returns
+    the choice and the recommendations it indexes, for the tab's event to fill (``h.feedback_targets``)."""
+    with gr.Accordion("Was it right? Tell us what you did", open=True):
+        with gr.Row():
+            choice = gr.Dropdown(choices=[], label="Recommendation", elem_id=f"{prefix}-feedback-choice", scale=3)
+            technician = gr.Textbox(label="Your name (optional)", max_lines=1, elem_id=f"{prefix}-technician")
+        correction = gr.Textbox(label="What I did instead (optional)", lines=2, elem_id=f"{prefix}-correction")
+        with gr.Row():
+            buttons = {verdict: gr.Button(verdict.capitalize(), elem_id=f"{prefix}-{verdict}")
+                       for verdict in VERDICTS}
+        saved = gr.Markdown(elem_id=f"{prefix}-feedback-saved")
+    answered = gr.State()
+    for verdict, button in buttons.items():
+        button.click(partial(h.feedback_on, verdict), [answered, choice, correction, technician], [saved],
+                     api_name=f"{prefix}_feedback_{verdict}", api_visibility="private", concurrency_limit=None)
+    return choice, answered
+
+
 def _alerts_tab(h: Handlers) -> None:
     with gr.Row():
         with gr.Column(scale=3):
@@ -124,10 +152,13 @@ def _alerts_tab(h: Handlers) -> None:
     recommendations = gr.State()
     # preprocess=False: the handler gets what a program sent and checks it (a Textbox would pass str(payload),
     # reading a list as its repr).
-    button.click(h.recommend, [text, translator, beam, n_best], [data, recommendations], api_name="recommend",
-                 concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model", preprocess=False).success(
+    shown = button.click(h.recommend, [text, translator, beam, n_best], [data, recommendations], api_name="recommend",
+                         concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model", preprocess=False).success(
         h.show_recommendations, [data, recommendations, level], [summary, choice, *plots],
         api_name="show_recommendations", api_visibility="private")
+    feedback_choice, answered = _verdict_panel(h, "alerts")
+    shown.success(h.feedback_targets, [recommendations], [feedback_choice, answered],
+                  api_name="alerts_feedback_targets", api_visibility="private")
     for control, name in ((choice, "show_alert"), (level, "show_alert_level")):
         control.input(h.show_alert, [recommendations, choice, level], plots, api_name=name, api_visibility="private")
 
@@ -152,10 +183,14 @@ def _engine_tab(h: Handlers) -> None:
     report = gr.State()
     upload.change(h.file_units, [upload], [file_unit], api_name="file_units", api_visibility="private",
                   preprocess=False)
-    button.click(h.engine_health, [unit, upload, file_unit, translator], [data, report], api_name="engine_health",
-                 concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model", preprocess=False).success(
+    shown = button.click(h.engine_health, [unit, upload, file_unit, translator], [data, report],
+                         api_name="engine_health", concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model",
+                         preprocess=False).success(
         h.show_engine, [data, report], [summary, attention, deviations, *plots], api_name="show_engine",
         api_visibility="private")
+    feedback_choice, answered = _verdict_panel(h, "engine")
+    shown.success(lambda r: h.feedback_targets(r.recommendations), [report], [feedback_choice, answered],
+                  api_name="engine_feedback_targets", api_visibility="private")
 
 
 def _batch_tab(h: Handlers) -> None:
@@ -179,9 +214,11 @@ def _batch_tab(h: Handlers) -> None:
         lambda s: s.summary(), [state], [summary], api_name="batch_summary", api_visibility="private")
 
 
-def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, engines: list[Engine]) -> gr.Blocks:
-    """The whole UI, queued but not launched (``demo.launch(max_file_size=MAX_FILE_SIZE, ...)``)."""
-    handlers = Handlers(translators, monitor, engines)
+def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, engines: list[Engine],
+          feedback: FeedbackStore | None = None) -> gr.Blocks:
+    """The whole UI, queued but not launched (``demo.launch(max_file_size=MAX_FILE_SIZE, ...)``); without
+    ``feedback`` the verdict buttons and /feedback refuse politely."""
+    handlers = Handlers(translators, monitor, engines, feedback)
     with gr.Blocks(title="Maintenance recommendations", analytics_enabled=False,
                    delete_cache=(FILE_MAX_AGE_S, FILE_MAX_AGE_S)) as demo:
         gr.Markdown("## Maintenance recommendations: alerts in, repairs out, with the attention behind them")
@@ -191,6 +228,8 @@ def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, en
             _engine_tab(handlers)
         with gr.Tab("Batch"):
             _batch_tab(handlers)
+        # A write, not a model call: its own slot, no limit (records are serialised by the store).
+        gr.api(handlers.feedback, api_name="feedback", concurrency_limit=None)
     demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY, max_size=QUEUE_SIZE, api_open=False)
     return demo
 
@@ -211,6 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rul-model", help="RUL checkpoint; default rul.pt in --default-dir, trained on first launch")
     parser.add_argument("--default-dir", type=Path, default=DEFAULT_DIR,
                         help=f"where the default models are cached (default {DEFAULT_DIR})")
+    parser.add_argument("--feedback-db", type=Path, help="the SQLite file technicians' feedback goes to; default "
+                        "feedback.sqlite in --default-dir (seq2seq feedback export/stats read it)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--smoke-test", action="store_true", help="serve on a free loopback port, call each "
@@ -220,10 +261,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         translators = load_translators(args.model or [str(default_translator(args.default_dir))])
         monitor = EngineMonitor.from_checkpoint(args.rul_model or default_rul_model(args.default_dir))
+        feedback = FeedbackStore(args.feedback_db or args.default_dir / "feedback.sqlite")
     except Seq2SeqError as err:
         parser.exit(2, f"gradio_app: error: {err}\n")
     engines = bundled_engines()
-    demo = build(translators, monitor, engines)
+    demo = build(translators, monitor, engines, feedback)
     if args.smoke_test:
         oldest = max(engines, key=lambda engine: engine.length).unit  # the likeliest to raise alerts
         raise SystemExit(smoke_test(demo, next(iter(translators)), oldest, MAX_FILE_SIZE,

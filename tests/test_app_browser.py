@@ -1,7 +1,8 @@
 """The technician UI in a real browser (Debian's Chromium driven by Playwright), on the tiny models.
 
 Types an alert and reads the recommendation and its heatmap, analyses an engine, uploads a log in
-the Batch tab and downloads the result. A screenshot of each tab is saved under the session's
+the Batch tab and downloads the result; marks recommendations right or wrong and finds the verdict and
+the correction in the feedback database. A screenshot of each tab is saved under the session's
 temporary folder (``screenshots/``) for a person to look at.
 """
 
@@ -24,6 +25,7 @@ from seq2seq.config import SearchConfig
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
+from seq2seq.serving.feedback import FeedbackStore
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -44,10 +46,17 @@ def recommender(tmp_path_factory) -> Recommender:
 
 
 @pytest.fixture(scope="module")
-def server(recommender, tmp_path_factory):
+def feedback(tmp_path_factory) -> FeedbackStore:
+    store = FeedbackStore(tmp_path_factory.mktemp("browser-feedback") / "feedback.sqlite")
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def server(recommender, feedback, tmp_path_factory):
     rul = trained_rul(tmp_path_factory.getbasetemp())
     demo = gradio_app.build({"tiny": recommender}, EngineMonitor.from_checkpoint(rul.output_dir / "best.pt"),
-                            read_cmapss(rul.train)[:4])
+                            read_cmapss(rul.train)[:4], feedback)
     yield launch(demo)
     demo.close()
 
@@ -95,6 +104,37 @@ def test_typed_alert_shows_its_recommendation_and_heatmap(page, recommender, scr
     for k in range(2, len(best.candidates) + 1):
         expect(page.locator(f"#heatmap-{k} img")).to_be_visible(timeout=TIMEOUT_MS)
     settle_and_capture(page, screenshots / "alerts.png")
+
+
+def test_wrong_with_a_correction_is_stored_in_the_feedback_database(page, recommender, feedback):
+    page.locator("#alerts textarea").fill("\n".join(UI_ALERTS[:2]))
+    page.locator("#recommend").click()
+    second = recommender.recommend([UI_ALERTS[1]])[0]
+    expect(page.locator("#summary")).to_contain_text(second.text, timeout=TIMEOUT_MS)
+    page.locator("#alerts-feedback-choice input").click()
+    page.get_by_role("option", name=f"2. {UI_ALERTS[1]}").click()
+    correction = 'replaced the "B" belt — größer\nand re-tensioned'
+    page.locator("#alerts-correction textarea").fill(correction)
+    page.locator("#alerts-technician textarea, #alerts-technician input").first.fill("Zoë")
+    page.locator("#alerts-wrong").click()
+    expect(page.locator("#alerts-feedback-saved")).to_contain_text("saved as feedback record", timeout=TIMEOUT_MS)
+    record = feedback.records()[-1]
+    assert (record.feedback.alert, record.feedback.recommendation, record.feedback.verdict,
+            record.feedback.correction, record.feedback.technician) == (UI_ALERTS[1], second.text, "wrong",
+                                                                       correction, "Zoë")
+    assert record.shown.translator and record.shown.score == pytest.approx(second.score, abs=1e-4)
+
+
+def test_right_on_an_engine_alert_is_stored_in_the_feedback_database(page, feedback):
+    page.get_by_role("tab", name="Engine health").click()
+    page.locator("#analyse").click()
+    expect(page.locator("#alert-heatmap img")).to_be_visible(timeout=TIMEOUT_MS)
+    chosen = page.locator("#engine-feedback-choice input").input_value()
+    page.locator("#engine-right").click()
+    expect(page.locator("#engine-feedback-saved")).to_contain_text("saved as feedback record", timeout=TIMEOUT_MS)
+    record = feedback.records()[-1]
+    assert record.feedback.verdict == "right" and record.feedback.correction == ""
+    assert chosen == f"1. {record.feedback.alert} -> {record.feedback.recommendation}"
 
 
 def test_empty_alerts_show_a_readable_message(page):

@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from seq2seq.errors import DataError, shown
+from seq2seq.recommender import Recommendation
 
 VERDICTS = ("right", "wrong")
 MAX_TEXT = 10_000  # characters of an alert, recommendation or correction
 MAX_NAME = 200  # characters of a technician's name
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's lock before giving up
+SHOWN_KEPT = 10_000  # recent recommendations an app remembers, to store the score and trust feedback refers to
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # version 1
@@ -217,3 +220,26 @@ class FeedbackStore:
                 "translators": len({r.shown.translator for r in records if r.shown.translator}),
                 "technicians": len({f.technician.strip() for f in feedback if f.technician.strip()}),
                 "first": records[0].time if records else None, "last": records[-1].time if records else None}
+
+
+class ShownRecommendations:
+    """The recommendations an app recently showed, so that feedback on one (which names only its alert and
+    text, as /feedback's inputs do) is stored with the translator, score and trust it was shown with.
+    The SHOWN_KEPT most recent, the latest showing of an (alert, text) pair winning; thread-safe."""
+
+    def __init__(self, kept: int = SHOWN_KEPT) -> None:
+        self.kept, self._shown, self._lock = kept, OrderedDict(), threading.Lock()
+
+    def remember(self, translator: str, recommendations: list[Recommendation]) -> None:
+        with self._lock:
+            for r in recommendations:
+                if r.candidates:
+                    key = (r.alert.strip(), r.text.strip())
+                    self._shown[key] = Shown(translator, r.score, r.trust, r.verdict)
+                    self._shown.move_to_end(key)
+            while len(self._shown) > self.kept:
+                self._shown.popitem(last=False)
+
+    def get(self, feedback: Feedback) -> Shown | None:
+        with self._lock:
+            return self._shown.get((feedback.alert.strip(), feedback.recommendation.strip()))

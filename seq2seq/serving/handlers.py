@@ -27,6 +27,8 @@ from seq2seq.rul.alerts import MAX_ALERTS as ENGINE_ALERTS
 from seq2seq.rul.cmapss import Engine, read_cmapss
 from seq2seq.rul.monitor import EngineMonitor, EngineReport
 from seq2seq.serving.batch import translate_file
+from seq2seq.serving.destinations import model_digest
+from seq2seq.serving.feedback import Feedback, FeedbackStore, ShownRecommendations
 from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
 from seq2seq.serving.incident_log import read_columns
 from seq2seq.serving.views import CONFIDENCE_NOTE, alerts_markdown, engine_json, engine_markdown, recommendation_json
@@ -104,10 +106,13 @@ class Handlers:
     """The functions behind the events; model calls are the ones that share the "model" slot."""
 
     def __init__(self, translators: dict[str, Recommender], monitor: EngineMonitor | None,
-                 engines: list[Engine]) -> None:
+                 engines: list[Engine], feedback: FeedbackStore | None = None) -> None:
+        """``feedback``: where /feedback and the verdict buttons store records (none: they refuse politely)."""
         if not translators:
             raise ValueError("the UI needs at least one translator")
         self.translators, self.monitor = translators, monitor
+        self.feedback_store, self.shown = feedback, ShownRecommendations()
+        self.digests = {name: model_digest(recommender) for name, recommender in translators.items()}
         self.engines = {engine.unit: engine for engine in engines}
         self._work = tempfile.TemporaryDirectory(prefix="maintenance-app-")  # removed at exit or close()
         self.work_dir = Path(self._work.name)
@@ -151,6 +156,7 @@ class Handlers:
         recommender, search = self.translator(translator), self.search(beam_size, n_best)
         with user_errors():
             recommendations = recommender.recommend(alerts, search)
+        self.shown.remember(self.digests[translator], recommendations)
         for i, r in enumerate(recommendations, 1):
             if r.warning:
                 gr.Warning(f"Alert {i}: {r.warning}.")
@@ -198,6 +204,7 @@ class Handlers:
         with user_errors(upload):
             engine, source = self.pick_engine(unit, upload, file_unit)
             report = self.monitor.analyse(engine, recommender, search)
+        self.shown.remember(self.digests[translator], report.recommendations)
         return engine_json(report, source), report
 
     def show_engine(self, data: dict[str, Any], report: EngineReport):
@@ -230,3 +237,29 @@ class Handlers:
                                      search=search, chunk_rows=256,
                                      progress=lambda done, total: progress((done, total), desc="rows", unit="rows"))
         return str(output), summary
+
+    # -- feedback ---------------------------------------------------------------------------------
+    def feedback(self, alert: str, recommendation: str, verdict: str, correction: str = "",
+                 technician: str = "") -> int:
+        """/feedback: a technician's verdict ('right' or 'wrong') on a recommendation, with what they did
+        instead and their name (both may be empty); stored, committed and synced, then its record id."""
+        if self.feedback_store is None:
+            raise refusal("This app keeps no feedback (started without a feedback database).")
+        with user_errors():
+            record = Feedback.checked(alert, recommendation, verdict, correction, technician)
+            return self.feedback_store.add(record, self.shown.get(record))
+
+    def feedback_targets(self, recommendations: list[Recommendation]):
+        """The verdict panel's choice of recommendation (those with one), and the list it indexes."""
+        answered = [r for r in recommendations if r.candidates]
+        choices = [(f"{i}. {r.alert} -> {r.text}", i - 1) for i, r in enumerate(answered, 1)]
+        return gr.Dropdown(choices=choices, value=0 if choices else None), answered
+
+    def feedback_on(self, verdict: str, answered: list[Recommendation] | None, index: Any, correction: str,
+                    technician: str) -> str:
+        """A verdict button: the chosen recommendation's feedback, stored through ``feedback``."""
+        if not answered or not isinstance(index, int) or not 0 <= index < len(answered):
+            raise refusal("Get a recommendation first, then choose it and say whether it was right.")
+        chosen = answered[index]
+        record = self.feedback(chosen.alert, chosen.text, verdict, correction, technician)
+        return f"Thank you: saved as feedback record {record} ({verdict}: {chosen.alert!r} -> {chosen.text!r})."

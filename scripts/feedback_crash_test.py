@@ -1,0 +1,153 @@
+"""Is every feedback record the app acknowledged still there after the app is killed with SIGKILL?
+
+    python scripts/feedback_crash_test.py [--clients 50] [--records 1000] [--kill-after 500] \
+        [--model runs/default/translator.pt] [--rul-model runs/default/rul.pt] [--work /tmp/feedback-crash]
+
+Starts ``gradio_app.py`` as a process on a free loopback port with a fresh feedback database, then
+--clients threads post --records records between them through Gradio's HTTP API (``POST
+/gradio_api/call/feedback``, then its event stream, as any program would), each record's text naming
+it. Once --kill-after records are acknowledged, the app gets SIGKILL while the others are in flight.
+The database is then opened afresh and compared with the acknowledgements: every acknowledged id must
+hold the record it was acknowledged for (``missing`` must be 0). Records committed whose answer never
+reached the client (``stored_unacknowledged``) are allowed: the client cannot tell them from lost ones
+and would post again. Loopback only; bounded by --records and --timeout. Figures: docs/feedback.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from seq2seq.serving.feedback import FeedbackStore
+from seq2seq.serving.smoke import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+VERDICTS = ("wrong", "right")
+
+
+def start_app(db: Path, model: str, rul_model: str, timeout: float) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    app = subprocess.Popen([sys.executable, str(ROOT / "gradio_app.py"), "--model", model, "--rul-model", rul_model,
+                            "--feedback-db", str(db), "--host", "127.0.0.1", "--port", str(port)],
+                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if app.poll() is not None:
+            raise SystemExit(f"gradio_app.py exited with status {app.returncode} before serving")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return app, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    app.kill()
+    raise SystemExit(f"gradio_app.py did not serve within {timeout:.0f} s")
+
+
+def record(n: int) -> list[str]:
+    """The fields of record ``n``: its number in the alert, awkward text in the others."""
+    return [f"crash test alert {n}", f'recommendation "{n}"\nsecond line', VERDICTS[n % 2],
+            f"did ünïcode thing {n}\t(tab)" if n % 3 else "", f"tech {n % 7}"]
+
+
+def post(client: httpx.Client, url: str, fields: list[str]) -> int | None:
+    """The record id the app answered with; None for a refusal (queue full, an error)."""
+    response = client.post(f"{url}/gradio_api/call/feedback", json={"data": fields})
+    if response.status_code != 200:
+        return None
+    event = response.json()["event_id"]
+    kind = None
+    with client.stream("GET", f"{url}/gradio_api/call/feedback/{event}") as stream:
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                kind = line[len("event: "):]
+            elif line.startswith("data: ") and kind == "complete":
+                return int(json.loads(line[len("data: "):])[0])
+            elif kind == "error":
+                return None
+    return None
+
+
+def run(args: argparse.Namespace) -> dict:
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    db = work / "feedback.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    app, url = start_app(db, args.model, args.rul_model, args.timeout)
+    numbers, lock = itertools.count(), threading.Lock()
+    acknowledged: dict[int, int] = {}  # record number -> id
+    counts = {"refused": 0, "failed": 0}
+    killed_at: list[float] = []
+    deadline = time.monotonic() + args.timeout
+
+    def client_loop() -> None:
+        with httpx.Client(timeout=30) as client:
+            while time.monotonic() < deadline:
+                with lock:
+                    n = next(numbers)
+                if n >= args.records:
+                    return
+                try:
+                    answer = post(client, url, record(n))
+                except (httpx.HTTPError, ValueError, KeyError):
+                    answer = "failed"
+                with lock:
+                    if answer is None or answer == "failed":
+                        counts["refused" if answer is None else "failed"] += 1
+                        continue
+                    acknowledged[n] = answer
+                    if len(acknowledged) >= args.kill_after and not killed_at:
+                        app.send_signal(signal.SIGKILL)
+                        killed_at.append(time.monotonic())
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=client_loop) for _ in range(args.clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if not killed_at:
+        app.send_signal(signal.SIGKILL)
+    app.wait()
+    store = FeedbackStore(db)  # recovers the WAL as any later reader would
+    stored = {r.id: r for r in store.records()}
+    store.close()
+    missing = [n for n, i in acknowledged.items() if i not in stored or
+               [stored[i].feedback.alert, stored[i].feedback.recommendation, stored[i].feedback.verdict,
+                stored[i].feedback.correction, stored[i].feedback.technician] != record(n)]
+    return {"clients": args.clients, "records": args.records, "kill_after": args.kill_after,
+            "acknowledged": len(acknowledged), "stored": len(stored), "missing": len(missing),
+            "stored_unacknowledged": len(set(stored) - set(acknowledged.values())),
+            "refused": counts["refused"], "failed": counts["failed"],
+            "seconds_to_kill": round((killed_at[0] if killed_at else time.monotonic()) - started, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--records", type=int, default=1000)
+    parser.add_argument("--kill-after", type=int, default=500, help="acknowledged records before SIGKILL")
+    parser.add_argument("--model", default=str(ROOT / "runs/default/translator.pt"))
+    parser.add_argument("--rul-model", default=str(ROOT / "runs/default/rul.pt"))
+    parser.add_argument("--work", default="/tmp/feedback-crash", help="where the feedback database goes")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds for start-up, and for the posts")
+    result = run(parser.parse_args())
+    print(json.dumps(result))
+    raise SystemExit(0 if result["missing"] == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()

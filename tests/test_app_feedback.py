@@ -1,0 +1,136 @@
+"""Technician feedback through the UI's API (``/feedback``) and the verdict buttons, on the tiny models; the
+crash test of scripts/feedback_crash_test.py (SIGKILL while posts are in flight)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import argparse
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+from support import UI_ALERTS, launch, load_script, trained, trained_rul
+
+import gradio_app
+from seq2seq.recommender import Recommender
+from seq2seq.rul.cmapss import read_cmapss
+from seq2seq.rul.monitor import EngineMonitor
+from seq2seq.serving.destinations import model_digest
+from seq2seq.serving.feedback import FeedbackStore, Shown
+
+pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")
+
+POSTS = [  # alert, recommendation, verdict, correction, technician: quotes, newlines, non-ASCII, SQL, controls
+    ('pump "A" won\'t start', "check 1/2\" valve", "wrong", "line one\nline two\r\n\tindented", "Zoë"),
+    ("Überdruck — 温度 hoch", "prüfen", "right", "", ""),
+    ("'); DELETE FROM feedback; --", "?", "wrong", "nul\x00 bell\x07 esc\x1b[0m", "O'Brien"),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.getbasetemp()
+    return trained(root), trained_rul(root)
+
+
+@pytest.fixture(scope="module")
+def served(tiny, tmp_path_factory):
+    translator, rul = tiny
+    store = FeedbackStore(tmp_path_factory.mktemp("app-feedback") / "feedback.sqlite")
+    recommender = Recommender.from_checkpoint(translator.best)
+    demo = gradio_app.build({"tiny": recommender}, EngineMonitor.from_checkpoint(rul.output_dir / "best.pt"),
+                            read_cmapss(rul.test)[:3], store)
+    url = launch(demo)
+    yield Client(url, verbose=False, analytics_enabled=False), store, recommender
+    demo.close()
+    store.close()
+
+
+def stored(store: FeedbackStore, record_id: int):
+    (found,) = [r for r in store.records() if r.id == record_id]
+    return found
+
+
+def test_feedback_round_trips_every_field_and_answers_with_the_record_id(served):
+    client, store, _ = served
+    for fields in POSTS:
+        record_id = client.predict(*fields, api_name="/feedback")
+        record = stored(store, int(record_id))
+        assert [record.feedback.alert, record.feedback.recommendation, record.feedback.verdict,
+                record.feedback.correction, record.feedback.technician] == list(fields)
+
+
+def test_correction_and_technician_may_be_left_out(served):
+    client, store, _ = served
+    record = stored(store, int(client.predict("fan speed low", "replace fan belt", "right", api_name="/feedback")))
+    assert (record.feedback.correction, record.feedback.technician) == ("", "")
+
+
+def test_feedback_on_a_shown_recommendation_keeps_its_translator_score_and_trust(served):
+    client, store, recommender = served
+    data = client.predict("\n".join(UI_ALERTS), "tiny", 1, 1, api_name="/recommend")
+    item = data["alerts"][1]
+    shown = item["recommendations"][0]
+    record = stored(store, int(client.predict(item["alert"], shown["text"], "wrong", "did X", api_name="/feedback")))
+    assert record.shown.translator == model_digest(recommender)
+    assert record.shown.score == pytest.approx(shown["score"], abs=1e-4)
+    assert (record.shown.trust, record.shown.trust_verdict) == (pytest.approx(item["trust"]), item["verdict"])
+
+
+def test_feedback_on_text_the_app_never_showed_keeps_no_score(served):
+    client, store, _ = served
+    record = stored(store, int(client.predict("pump vibration high", "never shown text", "wrong",
+                                              api_name="/feedback")))
+    assert record.shown == Shown()
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    (("pump", "inspect", "maybe"), ("verdict", "maybe")),
+    ((["pump"], "inspect", "wrong"), ("alert", "text")),
+    (("", "inspect", "wrong"), ("alert", "empty")),
+    (("pump", "inspect", "wrong", {"x": 1}), ("correction", "text")),
+])
+def test_bad_feedback_is_a_readable_one_line_error_and_stores_nothing(served, fields, words):
+    client, store, _ = served
+    before = len(store.records())
+    with pytest.raises(AppError) as caught:
+        client.predict(*fields, api_name="/feedback")
+    message = str(caught.value)
+    assert "\n" not in message.strip() and all(word in message for word in words)
+    assert len(store.records()) == before
+
+
+def test_concurrent_posts_over_http_lose_nothing(served):
+    client, store, _ = served
+    with ThreadPoolExecutor(12) as pool:
+        ids = list(pool.map(lambda n: int(client.predict(f"concurrent {n}", "inspect", "wrong", api_name="/feedback")),
+                            range(60)))
+    assert len(set(ids)) == 60
+    alerts = {r.id: r.feedback.alert for r in store.records()}
+    assert [alerts[i] for i in ids] == [f"concurrent {n}" for n in range(60)]
+
+
+def test_without_a_database_feedback_is_refused_politely(tiny):
+    translator, _ = tiny
+    demo = gradio_app.build({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
+    client = Client(launch(demo), verbose=False, analytics_enabled=False)
+    try:
+        with pytest.raises(AppError, match="keeps no feedback"):
+            client.predict("pump", "inspect", "wrong", api_name="/feedback")
+    finally:
+        demo.close()
+
+
+@pytest.mark.slow  # starts the app as a process and kills it
+def test_every_acknowledged_record_survives_sigkill(tiny, tmp_path):
+    translator, rul = tiny
+    crash = load_script("feedback_crash_test")
+    result = crash.run(argparse.Namespace(clients=16, records=300, kill_after=120, model=str(translator.best),
+                                          rul_model=str(rul.output_dir / "best.pt"), work=str(tmp_path), timeout=240))
+    assert result["acknowledged"] >= 120 and result["missing"] == 0
+    assert result["stored"] >= result["acknowledged"]
