@@ -66,16 +66,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
 from seq2seq.serving.feedback import VERDICTS, FeedbackStore
+from seq2seq.serving.gate import ServiceGate
 from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers, RawPayload
 from seq2seq.serving.smoke import smoke_test
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
-MODEL_CONCURRENCY = 1  # two CPU cores: one model call at a time, the rest wait in the queue
-QUEUE_CONCURRENCY, QUEUE_SIZE = 2, 32
+MODEL_CONCURRENCY = 1  # two CPU cores: one engine or file job at a time, the rest wait in the queue
+# /recommend calls wait in their own threads for a shared decoder pass (seq2seq/serving/batcher.py), so a
+# shift's worth run at once; beyond them QUEUE_SIZE more wait in Gradio's queue, then "busy" (gate.py).
+RECOMMEND_CONCURRENCY, QUEUE_CONCURRENCY, QUEUE_SIZE = 128, 2, 256
+MAX_THREADS = RECOMMEND_CONCURRENCY + 32  # Gradio's worker threads: every waiting /recommend call holds one
 EXAMPLES = [
     ["hpc outlet temperature rising sharply"],
     ["hydraulic pressure drop and leakage"],
@@ -130,7 +135,7 @@ def _verdict_panel(h: Handlers, prefix: str) -> tuple[gr.Dropdown, gr.State]:
     return choice, answered
 
 
-def _alerts_tab(h: Handlers) -> None:
+def _alerts_tab(h: Handlers, concurrency: int) -> None:
     with gr.Row():
         with gr.Column(scale=3):
             text = gr.Textbox(label="Alerts, one per line", lines=4, max_lines=20, elem_id="alerts",
@@ -153,7 +158,8 @@ def _alerts_tab(h: Handlers) -> None:
     # preprocess=False: the handler gets what a program sent and checks it (a Textbox would pass str(payload),
     # reading a list as its repr).
     shown = button.click(h.recommend, [text, translator, beam, n_best], [data, recommendations], api_name="recommend",
-                         concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model", preprocess=False).success(
+                         concurrency_limit=concurrency, concurrency_id="recommend",
+                         preprocess=False).success(
         h.show_recommendations, [data, recommendations, level], [summary, choice, *plots],
         api_name="show_recommendations", api_visibility="private")
     feedback_choice, answered = _verdict_panel(h, "alerts")
@@ -214,23 +220,39 @@ def _batch_tab(h: Handlers) -> None:
         lambda s: s.summary(), [state], [summary], api_name="batch_summary", api_visibility="private")
 
 
+class App(gr.Blocks):
+    """The page; launched, it also answers GET /health and turns a full queue into "busy, try again in N s"
+    (seq2seq/serving/gate.py), for every launch: the app's, the smoke test's, the tests'."""
+
+    def __init__(self, handlers: Handlers, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.handlers = handlers
+
+    def launch(self, *args, app_kwargs: dict | None = None, max_threads: int = MAX_THREADS, **kwargs):
+        app_kwargs = dict(app_kwargs or {})
+        gate = Middleware(ServiceGate, status=lambda: self.handlers.health(len(self._queue)))
+        app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), gate]
+        return super().launch(*args, app_kwargs=app_kwargs, max_threads=max_threads, **kwargs)
+
+
 def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, engines: list[Engine],
-          feedback: FeedbackStore | None = None) -> gr.Blocks:
+          feedback: FeedbackStore | None = None, queue_size: int = QUEUE_SIZE,
+          recommend_concurrency: int = RECOMMEND_CONCURRENCY) -> App:
     """The whole UI, queued but not launched (``demo.launch(max_file_size=MAX_FILE_SIZE, ...)``); without
     ``feedback`` the verdict buttons and /feedback refuse politely."""
     handlers = Handlers(translators, monitor, engines, feedback)
-    with gr.Blocks(title="Maintenance recommendations", analytics_enabled=False,
+    with App(handlers, title="Maintenance recommendations", analytics_enabled=False,
                    delete_cache=(FILE_MAX_AGE_S, FILE_MAX_AGE_S)) as demo:
         gr.Markdown("## Maintenance recommendations: alerts in, repairs out, with the attention behind them")
         with gr.Tab("Alerts"):
-            _alerts_tab(handlers)
+            _alerts_tab(handlers, recommend_concurrency)
         with gr.Tab("Engine health"):
             _engine_tab(handlers)
         with gr.Tab("Batch"):
             _batch_tab(handlers)
         # A write, not a model call: its own slot, no limit (records are serialised by the store).
         gr.api(handlers.feedback, api_name="feedback", concurrency_limit=None)
-    demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY, max_size=QUEUE_SIZE, api_open=False)
+    demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY, max_size=queue_size, api_open=False)
     return demo
 
 

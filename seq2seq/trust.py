@@ -14,10 +14,11 @@ Five signals, each cheap beside the decoding:
 
 ``trust`` is a logistic regression over these, fitted on the dev split when training ends, to the
 probability that the answer is a usable one (sentence chrF against the reference at least
-``GOOD_CHRF``), on standardised signals whose scaling is folded into the stored weights. The verdict: ``out-of-scope`` when the nearest case is less similar than the
-threshold that calls ``flag_rate`` of the in-domain dev alerts out of scope (the rest are in the
-training history's neighbourhood); else ``uncertain`` when trust is below one half (the answer is
-more likely unusable than usable); else ``confident``. Fitted values travel in the checkpoint.
+``GOOD_CHRF``), on standardised signals (the scaling folded into the stored weights). The verdict:
+``out-of-scope`` when the nearest case is less similar than the threshold that calls ``flag_rate``
+of the in-domain dev alerts out of scope (the rest are in the training history's neighbourhood);
+else ``uncertain`` when trust is below one half (the answer is more likely unusable than usable);
+else ``confident``. Fitted values travel in the checkpoint.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def test_empty_or_over_long_input_gives_a_readable_error(client, text, message):
     (("pump vibration high", "tiny", "many", 1), "whole numbers"),
     (("pump vibration high", "tiny", 99, 1), "Beam size must be"),
     (("pump vibration high", ["tiny"], 1, 1), "Unknown translator"),
-    (("pump vibration high", None, 1, 1), "Unknown translator"),
+    (("pump vibration high", 7, 1, 1), "Unknown translator"),  # None is the default translator
 ])
 def test_inputs_of_the_wrong_type_get_a_readable_error_not_a_null_one(client, inputs, message):
     with pytest.raises(AppError, match=message):
@@ -229,15 +229,20 @@ def test_a_server_path_named_in_a_request_is_never_read(client, tmp_path):
     assert "event: error" in stream and '"unit"' not in stream
 
 
-def test_model_calls_share_one_concurrency_slot_and_the_queue_is_bounded(tiny):
+def test_engine_and_file_jobs_share_one_slot_recommend_calls_share_decoder_passes_and_the_queue_is_bounded(tiny):
     translator, _ = tiny
     demo = gradio_app.build({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
     model_calls = {fn.api_name: fn for fn in demo.fns.values()
                    if fn.api_name in ("recommend", "engine_health", "translate_file")}
     assert len(model_calls) == 3
-    assert all(fn.concurrency_id == "model" and fn.concurrency_limit == gradio_app.MODEL_CONCURRENCY
-               for fn in model_calls.values())
+    assert all(model_calls[name].concurrency_id == "model"
+               and model_calls[name].concurrency_limit == gradio_app.MODEL_CONCURRENCY
+               for name in ("engine_health", "translate_file"))
+    recommend = model_calls["recommend"]  # many at once, each waiting for a shared pass (seq2seq/serving/batcher.py)
+    assert recommend.concurrency_id == "recommend" and recommend.concurrency_limit == gradio_app.RECOMMEND_CONCURRENCY
+    assert gradio_app.MAX_THREADS > gradio_app.RECOMMEND_CONCURRENCY
     assert demo._queue.max_size == gradio_app.QUEUE_SIZE
+    demo.handlers.close()
 
 
 def test_the_queue_cannot_be_skipped_by_posting_to_the_direct_route(client):

@@ -58,7 +58,8 @@ def assert_same(got, expected) -> None:
         assert [c.text for c in a.candidates] == [c.text for c in b.candidates]
         assert [c.score for c in a.candidates] == pytest.approx([c.score for c in b.candidates], abs=1e-5)
         assert (a.verdict, a.similar, a.warning) == (b.verdict, b.similar, b.warning)
-        assert (a.trust is None) == (b.trust is None) and (a.trust is None or a.trust == pytest.approx(b.trust, abs=1e-5))
+        assert (a.trust is None) == (b.trust is None)
+        assert a.trust is None or a.trust == pytest.approx(b.trust, abs=1e-5)
 
 
 def test_concurrent_calls_with_mixed_settings_get_their_one_by_one_answers_in_fewer_passes(recommender):
@@ -104,7 +105,7 @@ def test_a_batch_never_holds_more_alerts_than_its_bound_unless_one_request_does(
     try:
         calls = [(["pump vibration high", "belt worn", "oil level low"], SearchConfig(), 3)] * 6
         calls.append((["filter clogged"] * 9, SearchConfig(), 3))
-        for (alerts, config, similar), got in zip(calls, all_at_once(batcher, calls), strict=True):
+        for (alerts, _, _), got in zip(calls, all_at_once(batcher, calls), strict=True):
             assert [r.alert for r in got] == alerts
     finally:
         batcher.close()

@@ -56,7 +56,8 @@ def test_a_full_queue_is_answered_busy_with_when_to_try_again():
     assert "\n" not in detail
 
 
-@pytest.mark.parametrize(("path", "method"), [("/gradio_api/call/recommend", "POST"), ("/health", "POST"), ("/", "GET")])
+@pytest.mark.parametrize(("path", "method"),
+                         [("/gradio_api/call/recommend", "POST"), ("/health", "POST"), ("/", "GET")])
 def test_everything_else_passes_through_unchanged(path, method):
     code, _, body = request(path, method)
     assert (code, body) == (200, b'{"event_id":"abc"}')

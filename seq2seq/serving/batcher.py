@@ -19,6 +19,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 
 from seq2seq.config import SearchConfig
@@ -26,6 +27,7 @@ from seq2seq.recommender import SIMILAR, Recommendation, Recommender
 
 MAX_BATCH = 64  # alerts decoded together: where a batch's cost per alert levels off (docs/benchmarks.md)
 MAX_WAIT_S = 0.002  # how long a batch waits for company; under load the queue fills it without waiting
+RATE_WINDOW_S = 10.0  # ``rate`` counts the requests answered in this many seconds
 
 
 @dataclass
@@ -47,6 +49,7 @@ class MicroBatcher:
         self.recommender, self.max_batch, self.max_wait_s = recommender, max_batch, max_wait_s
         self._requests: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._waiting = 0  # requests handed in and not yet answered
+        self._answered: deque[tuple[float, int]] = deque()  # (when, how many requests) per decoded group
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._serve, name="micro-batcher", daemon=True)
         self._thread.start()
@@ -55,6 +58,15 @@ class MicroBatcher:
     def waiting(self) -> int:
         """Requests handed in and not yet answered (the health route reports it)."""
         return self._waiting
+
+    @property
+    def rate(self) -> float:
+        """Requests answered per second over the last RATE_WINDOW_S (0 when none): how fast a queue drains."""
+        with self._lock:
+            since = time.monotonic() - RATE_WINDOW_S
+            while self._answered and self._answered[0][0] < since:
+                self._answered.popleft()
+            return sum(n for _, n in self._answered) / RATE_WINDOW_S
 
     def recommend(self, alerts: list[str], config: SearchConfig | None = None,
                   similar: int = SIMILAR) -> list[Recommendation]:
@@ -68,7 +80,7 @@ class MicroBatcher:
         request.done.wait()
         if request.error is not None:
             raise request.error
-        assert request.answer is not None  # noqa: S101 (set whenever error is not)
+        assert request.answer is not None  # set whenever error is not
         return request.answer
 
     def close(self) -> None:
@@ -103,7 +115,7 @@ class MicroBatcher:
         try:
             answers = self.recommender.recommend([a for r in requests for a in r.alerts], config, self.max_batch,
                                                  similar=max(r.similar for r in requests))
-        except BaseException as err:  # noqa: BLE001 (handed to every caller of the group, re-raised there)
+        except BaseException as err:  # handed to every caller of the group, raised there
             for request in requests:
                 request.error = err
         else:
@@ -114,5 +126,6 @@ class MicroBatcher:
                 start += len(request.alerts)
         with self._lock:
             self._waiting -= len(requests)
+            self._answered.append((time.monotonic(), len(requests)))
         for request in requests:
             request.done.set()

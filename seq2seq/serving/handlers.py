@@ -27,6 +27,7 @@ from seq2seq.rul.alerts import MAX_ALERTS as ENGINE_ALERTS
 from seq2seq.rul.cmapss import Engine, read_cmapss
 from seq2seq.rul.monitor import EngineMonitor, EngineReport
 from seq2seq.serving.batch import translate_file
+from seq2seq.serving.batcher import MicroBatcher
 from seq2seq.serving.destinations import model_digest
 from seq2seq.serving.feedback import Feedback, FeedbackStore, ShownRecommendations
 from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
@@ -114,12 +115,24 @@ class Handlers:
         self.feedback_store, self.shown = feedback, ShownRecommendations()
         self.digests = {name: model_digest(recommender) for name, recommender in translators.items()}
         self.engines = {engine.unit: engine for engine in engines}
+        # /recommend calls from many technicians at once share decoder passes (seq2seq/serving/batcher.py)
+        self.batchers = {name: MicroBatcher(recommender) for name, recommender in translators.items()}
         self._work = tempfile.TemporaryDirectory(prefix="maintenance-app-")  # removed at exit or close()
         self.work_dir = Path(self._work.name)
 
     def close(self) -> None:
-        """Remove the batch results' folder now rather than at exit."""
+        """Stop the micro-batchers and remove the batch results' folder now rather than at exit."""
+        for batcher in self.batchers.values():
+            batcher.close()
         self._work.cleanup()
+
+    def health(self, queued: int) -> dict[str, Any]:
+        """What GET /health answers (seq2seq/serving/gate.py), given how many events wait in Gradio's queue."""
+        decoding = sum(batcher.waiting for batcher in self.batchers.values())
+        rate = sum(batcher.rate for batcher in self.batchers.values())  # requests answered per second, lately
+        return {"status": "ok", "translators": list(self.translators), "rul_model": self.monitor is not None,
+                "queue": queued, "decoding": decoding,
+                "retry_after_s": max(1, round((queued + decoding) / rate)) if rate > 0 else 1}
 
     def _new_output_dir(self) -> Path:
         """A fresh folder for one batch result; results older than FILE_MAX_AGE_S go (Gradio serves its copy)."""
@@ -128,10 +141,16 @@ class Handlers:
                 shutil.rmtree(old, ignore_errors=True)
         return Path(tempfile.mkdtemp(dir=self.work_dir))
 
-    def translator(self, name: str | None) -> Recommender:
+    def translator_name(self, name: str | None) -> str:
+        """``name`` checked; None (a program that left it out) is the first translator, the page's default."""
+        if name is None:
+            return next(iter(self.translators))
         if not isinstance(name, str) or name not in self.translators:
             raise refusal(f"Unknown translator {name!r}; choose one of: {', '.join(self.translators)}")
-        return self.translators[name]
+        return name
+
+    def translator(self, name: str | None) -> Recommender:
+        return self.translators[self.translator_name(name)]
 
     def search(self, beam_size: float, n_best: float = 1) -> SearchConfig:
         try:
@@ -144,7 +163,10 @@ class Handlers:
             gr.Warning(f"{n} alternatives need a beam of at least {n}: searching with beam size {n}.")
         return SearchConfig(beam_size=max(beam, n), n_best=n)
 
-    def recommend(self, text: str, translator: str, beam_size: float, n_best: float):
+    # Optional inputs default to None, which Gradio's API then marks optional: a program may leave them out.
+    def recommend(self, text: str, translator: str | None = None, beam_size: float | None = None,
+                  n_best: float | None = None):
+        translator = self.translator_name(translator)
         if text is not None and not isinstance(text, str):
             raise refusal(f"Alerts must be text, one per line (got {type(text).__name__}).")
         alerts = [line.strip() for line in (text or "").splitlines() if line.strip()]
@@ -155,7 +177,7 @@ class Handlers:
                            "request; the Batch tab translates whole files.")
         recommender, search = self.translator(translator), self.search(beam_size, n_best)
         with user_errors():
-            recommendations = recommender.recommend(alerts, search)
+            recommendations = self.batchers[translator].recommend(alerts, search)
         self.shown.remember(self.digests[translator], recommendations)
         for i, r in enumerate(recommendations, 1):
             if r.warning:
@@ -196,7 +218,9 @@ class Handlers:
             raise refusal("Pick one of the bundled engines, or upload a C-MAPSS file.")
         return self.engines[unit_number(unit)], "bundled synthetic engines"
 
-    def engine_health(self, unit: Any, payload: Any, file_unit: Any, translator: str):
+    def engine_health(self, unit: Any = None, payload: Any = None, file_unit: Any = None,
+                      translator: str | None = None):
+        translator = self.translator_name(translator)
         if self.monitor is None:
             raise refusal("No RUL model loaded: start the app with --rul-model PATH.")
         upload = uploaded(payload, "The C-MAPSS file")
@@ -219,8 +243,9 @@ class Handlers:
         columns = read_columns(Path(upload)) if upload else []
         return gr.Dropdown(choices=columns, value=None)
 
-    def translate_upload(self, payload: Any, column: Any, translator: str, beam_size: float,
-                       progress=gr.Progress()):  # noqa: B008 (Gradio finds the tracker by this default)
+    def translate_upload(self, payload: Any, column: Any = None, translator: str | None = None,
+                         beam_size: float | None = None,
+                         progress=gr.Progress()):  # noqa: B008 (Gradio finds the tracker by this default)
         upload = uploaded(payload, "The incident log")
         if not upload:
             raise refusal("Upload an incident log first (CSV, TSV, JSONL or TXT).")

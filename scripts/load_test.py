@@ -1,0 +1,192 @@
+"""The app under a shift's load: concurrent technicians calling /recommend through Gradio's HTTP API.
+
+    python scripts/load_test.py [--model runs/default/translator.pt] [--rul-model runs/default/rul.pt]
+        [--clients 1 10 50 100] [--calls 20] [--searches greedy beam5] [--bad-every 5] [--max-seconds 600]
+
+Starts ``gradio_app.py`` in a child process on a free loopback port (its own temporary feedback
+database), waits for its health route, then for each search and each number of concurrent clients
+runs that many clients at once, each making ``--calls`` calls one after another as a technician
+would: ``POST /gradio_api/call/recommend``, then reading the event stream to its end. Every
+``--bad-every``-th call sends an empty alert, which must come back as a readable error. Per row:
+answered calls per second (good and bad), p50 / p95 / max latency of the good calls, calls turned
+away (HTTP 503, "busy"), calls lost (neither answered nor refused), and wrong answers to bad input;
+beside it, ``Recommender.recommend``'s own alerts per second in this process for a batch as large
+as the number of clients (one thread: the figure the app's batching can approach). Loopback only,
+bounded in calls (clients x calls per row) and time (``--max-seconds`` for the whole run; a row
+that would pass it is cut short and says so); the child is stopped at the end. On a shared machine
+the figures are indicative only: the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from seq2seq.config import SearchConfig  # noqa: E402
+from seq2seq.recommender import Recommender  # noqa: E402
+from seq2seq.serving.smoke import free_port  # noqa: E402
+
+SEARCHES = {"greedy": SearchConfig(), "beam5": SearchConfig(beam_size=5)}
+ALERTS = ["hpc outlet temperature rising sharply", "hydraulic pressure drop and leakage", "egt margin low on #2",
+          "fan vibration high at takeoff", "oil pressure fluctuating", "fuel flow higher than expected"]
+CALL_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Row:
+    answered: int = 0
+    bad_answered: int = 0  # bad input answered with a readable error, as it should be
+    wrong: int = 0  # bad input answered as if good, or good input answered with an error
+    rejected: int = 0  # HTTP 503: the queue is full, "busy, try again"
+    lost: int = 0  # no answer and no refusal
+    latencies_ms: list[float] = field(default_factory=list)
+
+
+async def one_call(http: httpx.AsyncClient, url: str, data: list, session: str | None, bad: bool, row: Row) -> None:
+    started = time.perf_counter()
+    try:
+        joined = await http.post(f"{url}/gradio_api/call/recommend", json={"data": data, "session_hash": session})
+        if joined.status_code == 503:
+            row.rejected += 1
+            return
+        joined.raise_for_status()
+        event = joined.json()["event_id"]
+        async with http.stream("GET", f"{url}/gradio_api/call/recommend/{event}") as stream:
+            kind = None
+            async for line in stream.aiter_lines():
+                if line.startswith("event: "):
+                    kind = line[7:].strip()
+                    if kind in ("complete", "error"):
+                        break
+    except (httpx.HTTPError, KeyError, ValueError):
+        row.lost += 1
+        return
+    if kind == "complete" and not bad:
+        row.answered += 1
+        row.latencies_ms.append(1000 * (time.perf_counter() - started))
+    elif kind == "error" and bad:
+        row.bad_answered += 1
+    elif kind in ("complete", "error"):
+        row.wrong += 1
+    else:
+        row.lost += 1
+
+
+async def client(http: httpx.AsyncClient, url: str, number: int, calls: int, search: SearchConfig, name: str,
+                 bad_every: int, sessions: bool, deadline: float, row: Row) -> None:
+    session = secrets.token_hex(8) if sessions else None  # one per client, as gradio_client and a browser keep
+    for k in range(calls):
+        if time.monotonic() > deadline:
+            return
+        bad = bad_every > 0 and (number * calls + k) % bad_every == bad_every - 1
+        alert = "" if bad else ALERTS[(number + k) % len(ALERTS)]
+        await one_call(http, url, [alert, name, search.beam_size, search.n_best], session, bad, row)
+
+
+async def run_row(url: str, clients: int, calls: int, search: SearchConfig, name: str, bad_every: int,
+                  sessions: bool, deadline: float) -> tuple[Row, float, bool]:
+    row = Row()
+    limits = httpx.Limits(max_connections=2 * clients + 10, max_keepalive_connections=2 * clients + 10)
+    async with httpx.AsyncClient(timeout=CALL_TIMEOUT_S, limits=limits) as http:
+        started = time.perf_counter()
+        await asyncio.gather(*(client(http, url, n, calls, search, name, bad_every, sessions, deadline, row)
+                               for n in range(clients)))
+        elapsed = time.perf_counter() - started
+    return row, elapsed, time.monotonic() > deadline
+
+
+def recommender_rate(recommender: Recommender, batch: int, search: SearchConfig) -> float:
+    """Alerts per second of ``Recommender.recommend`` on batches of ``batch`` alerts (median of 5)."""
+    alerts = [ALERTS[k % len(ALERTS)] for k in range(batch)]
+    recommender.recommend(alerts, search)
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        recommender.recommend(alerts, search)
+        times.append(time.perf_counter() - started)
+    return batch / statistics.median(times)
+
+
+def start_app(args: argparse.Namespace, port: int, folder: Path) -> tuple[subprocess.Popen, str]:
+    command = [sys.executable, str(ROOT / "gradio_app.py"), "--model", args.model, "--port", str(port),
+               "--feedback-db", str(folder / "feedback.sqlite")]
+    if args.rul_model:
+        command += ["--rul-model", args.rul_model]
+    with open(folder / "app.log", "wb") as log:  # the child keeps its own copy of the handle
+        app = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+    url, started = f"http://127.0.0.1:{port}", time.monotonic()
+    while time.monotonic() - started < 120:
+        if app.poll() is not None:
+            raise SystemExit(f"load_test: the app exited ({app.returncode}); see {folder / 'app.log'}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return app, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    app.kill()
+    raise SystemExit("load_test: the app did not answer /health within 120 s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=str(ROOT / "runs" / "default" / "translator.pt"))
+    p.add_argument("--rul-model", default=str(ROOT / "runs" / "default" / "rul.pt"))
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 10, 50, 100])
+    p.add_argument("--calls", type=int, default=20, help="calls per client, one after another")
+    p.add_argument("--searches", nargs="+", choices=list(SEARCHES), default=list(SEARCHES))
+    p.add_argument("--bad-every", type=int, default=5, help="every N-th call is an empty alert (0: none)")
+    p.add_argument("--max-seconds", type=float, default=600.0, help="for the whole run")
+    args = p.parse_args(argv)
+    deadline = time.monotonic() + args.max_seconds
+    torch.set_num_threads(1)
+    recommender = Recommender.from_checkpoint(args.model)
+    name = recommender.model.config.attention  # how gradio_app.py names a single translator
+    print(f"# Load test: {args.model} ({name}), {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
+          f"load average before {os.getloadavg()[0]:.2f}\n")
+    print("| search | clients x calls | answered calls/s | p50 / p95 / max ms | turned away | lost | "
+          "bad input answered with an error | wrong | Recommender alone, alerts/s at this batch |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="load-test-") as folder:
+        app, url = start_app(args, free_port(), Path(folder))
+        try:
+            for label in args.searches:
+                search = SEARCHES[label]
+                for clients in args.clients:
+                    row, elapsed, cut = asyncio.run(run_row(url, clients, args.calls, search, name,
+                                                            args.bad_every, deadline))
+                    times = np.array(row.latencies_ms or [float("nan")])
+                    rate = (row.answered + row.bad_answered) / elapsed
+                    print(f"| {label} | {clients} x {args.calls}{' (cut short)' if cut else ''} | {rate:.0f} | "
+                          f"{np.percentile(times, 50):.0f} / {np.percentile(times, 95):.0f} / {times.max():.0f} | "
+                          f"{row.rejected} | {row.lost} | {row.bad_answered} | {row.wrong} | "
+                          f"{recommender_rate(recommender, min(clients, 64), search):.0f} |", flush=True)
+        finally:
+            app.terminate()
+            try:
+                app.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                app.kill()
+    print(f"\nload average after {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""The app under concurrent callers, through Gradio's HTTP API on loopback: batched answers equal
+one-by-one answers, a full queue answers "busy" in words and the app keeps serving, /health answers,
+and a program may leave every optional input out."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import csv
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from gradio_client import Client, handle_file
+from support import launch, trained
+
+import gradio_app
+from seq2seq.config import SearchConfig
+from seq2seq.recommender import Recommender
+
+pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")
+CALLS = [("pump vibration high", 1, 1), ("belt worn\nvalve stuck closed", 3, 2), ("oil level low", 1, 1),
+         ("gearbox noise high and coolant temperature high", 3, 2), ("filter clogged", 2, 1)] * 4
+
+
+@pytest.fixture(scope="module")
+def recommender(tmp_path_factory) -> Recommender:
+    return Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
+
+
+def call(http: httpx.Client, url: str, data: list) -> tuple[str, object]:
+    """One /recommend call as a program makes it: join the queue, read the event stream; (event, data)."""
+    joined = http.post(f"{url}gradio_api/call/recommend", json={"data": data})
+    if joined.status_code != 200:
+        return str(joined.status_code), (joined.json(), joined.headers.get("retry-after"))
+    kind = payload = None
+    for line in http.get(f"{url}gradio_api/call/recommend/{joined.json()['event_id']}").text.splitlines():
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            payload = json.loads(line[6:])
+    return kind, payload
+
+
+def concurrently(url: str, calls: list[list]) -> list[tuple[str, object]]:
+    start = threading.Barrier(len(calls))
+
+    def one(data):
+        with httpx.Client(timeout=120) as http:
+            start.wait()
+            return call(http, url, data)
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return list(pool.map(one, calls))
+
+
+def test_concurrent_calls_are_decoded_together_and_answered_as_one_by_one(recommender):
+    passes = []
+    demo = gradio_app.build({"tiny": recommender}, None, [])
+    batcher = demo.handlers.batchers["tiny"]
+    decode = batcher.recommender.recommend
+    counting = {"recommend": lambda self, *a, **k: passes.append(1) or decode(*a, **k)}
+    batcher.recommender = type("Counting", (), counting)()
+    url = launch(demo)
+    try:
+        answers = concurrently(url, [[text, "tiny", beam, n_best] for text, beam, n_best in CALLS])
+        with httpx.Client() as http:
+            health = http.get(f"{url}health").json()
+    finally:
+        demo.close()
+        demo.handlers.close()
+    for (text, beam, n_best), (kind, payload) in zip(CALLS, answers, strict=True):
+        assert kind == "complete", payload
+        alone = recommender.recommend(text.splitlines(), SearchConfig(beam_size=beam, n_best=n_best))
+        got = payload[0]["alerts"]
+        assert [[c["text"] for c in item["recommendations"]] for item in got] == \
+               [[c.text for c in r.candidates] for r in alone]
+        assert [(item["verdict"], [s["action"] for s in item["similar"]]) for item in got] == \
+               [(r.verdict, [s.action for s in r.similar]) for r in alone]
+    assert len(passes) < len(CALLS)  # some calls shared a decoder pass
+    assert health["status"] == "ok" and health["translators"] == ["tiny"] and health["decoding"] == 0
+
+
+def test_a_full_queue_answers_busy_in_words_and_the_app_keeps_serving(recommender):
+    demo = gradio_app.build({"tiny": recommender}, None, [], queue_size=2, recommend_concurrency=1)
+    batcher = demo.handlers.batchers["tiny"]
+    decode = batcher.recommender.recommend
+    batcher.recommender = type("Slow", (), {"recommend": lambda self, *a, **k: time.sleep(0.5) or decode(*a, **k)})()
+    url = launch(demo)
+    try:
+        answers = concurrently(url, [["pump vibration high", "tiny", 1, 1]] * 8)
+        with httpx.Client(timeout=60) as http:
+            after = call(http, url, ["pump vibration high", "tiny", 1, 1])
+            health = http.get(f"{url}health")
+    finally:
+        demo.close()
+        demo.handlers.close()
+    busy = [payload for kind, payload in answers if kind == "503"]
+    assert busy and len(busy) + sum(kind == "complete" for kind, _ in answers) == len(answers)  # nothing lost
+    for body, retry_after in busy:
+        assert body["detail"].startswith("busy: ") and body["detail"].endswith(f"try again in {retry_after} s")
+        assert int(retry_after) >= 1
+    assert after[0] == "complete" and health.status_code == 200
+
+
+def test_a_program_may_leave_every_optional_input_out(recommender, tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text("pump vibration high\nbelt worn\n", encoding="utf-8")
+    demo = gradio_app.build({"tiny": recommender}, None, [])
+    client = Client(launch(demo), verbose=False, analytics_enabled=False)
+    try:
+        result = client.predict(handle_file(str(log)), api_name="/translate_file")
+        data = client.predict("pump vibration high", api_name="/recommend")
+    finally:
+        client.close()
+        demo.close()
+        demo.handlers.close()
+    with open(result, encoding="utf-8") as written:
+        rows = list(csv.DictReader(written))
+    assert [row["recommendation"] for row in rows] == recommender.translate(["pump vibration high", "belt worn"])
+    assert (data["translator"], data["beam_size"], data["n_best"]) == ("tiny", 1, 1)
