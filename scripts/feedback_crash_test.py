@@ -10,7 +10,9 @@ it. Once --kill-after records are acknowledged, the app gets SIGKILL while the o
 The database is then opened afresh and compared with the acknowledgements: every acknowledged id must
 hold the record it was acknowledged for (``missing`` must be 0). Records committed whose answer never
 reached the client (``stored_unacknowledged``) are allowed: the client cannot tell them from lost ones
-and would post again. Loopback only; bounded by --records and --timeout. Figures: docs/feedback.md.
+and would post again. ``unanswered`` counts the posts that got no answer (in flight at the kill, or sent
+to the dead app after it), ``refused`` those the app answered with an error. Loopback only; bounded by
+--records and --timeout. Figures: docs/feedback.md.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> dict:
     app, url = start_app(db, args.model, args.rul_model, args.timeout)
     numbers, lock = itertools.count(), threading.Lock()
     acknowledged: dict[int, int] = {}  # record number -> id
-    counts = {"refused": 0, "failed": 0}
+    counts = {"refused": 0, "unanswered": 0}
     killed_at: list[float] = []
     deadline = time.monotonic() + args.timeout
 
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> dict:
                     answer = "failed"
                 with lock:
                     if answer is None or answer == "failed":
-                        counts["refused" if answer is None else "failed"] += 1
+                        counts["refused" if answer is None else "unanswered"] += 1
                         continue
                     acknowledged[n] = answer
                     if len(acknowledged) >= args.kill_after and not killed_at:
@@ -131,7 +133,7 @@ def run(args: argparse.Namespace) -> dict:
     return {"clients": args.clients, "records": args.records, "kill_after": args.kill_after,
             "acknowledged": len(acknowledged), "stored": len(stored), "missing": len(missing),
             "stored_unacknowledged": len(set(stored) - set(acknowledged.values())),
-            "refused": counts["refused"], "failed": counts["failed"],
+            "refused": counts["refused"], "unanswered": counts["unanswered"],
             "seconds_to_kill": round((killed_at[0] if killed_at else time.monotonic()) - started, 2)}
 
 
