@@ -302,6 +302,6 @@ def test_smoke_test_with_a_missing_checkpoint_exits_2_with_a_one_line_error(tmp_
     assert capsys.readouterr().err == f"gradio_app: error: {missing}: checkpoint not found\n"
 
 
-def test_only_the_three_programmatic_endpoints_are_public(client):
+def test_only_the_four_programmatic_endpoints_are_public(client):
     endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
-    assert endpoints == {"/recommend", "/engine_health", "/translate_file"}
+    assert endpoints == {"/recommend", "/engine_health", "/translate_file", "/feedback"}
