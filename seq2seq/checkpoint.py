@@ -12,6 +12,9 @@ A translator checkpoint (``kind`` "seq2seq-translator", FORMAT_VERSION):
     tokenizer       Tokenizer.state_dict(): config and SentencePiece model bytes
     weights         the model's state_dict
     training_state  optimizer, schedule, generators, counters (for --resume)
+and, in files written by ``seq2seq ensemble`` (seq2seq/ensemble.py), ``ensemble_weights``: the
+state_dicts of the members after the first (whose are ``weights``); ``seq2seq average`` and
+``ensemble`` also record ``combined_from`` (the input files' names and how they were combined).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import torch
 from torch import nn
 
 from seq2seq.config import ModelConfig, from_dict
+from seq2seq.ensemble import Ensemble
 from seq2seq.errors import CheckpointError, checkpoint_fault
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
@@ -114,8 +118,9 @@ def save_checkpoint(path: str | Path, model: Seq2Seq, tokenizer: Tokenizer, trai
     }, path)
 
 
-def restore(payload: dict[str, Any], path: str | Path) -> tuple[Seq2Seq, Tokenizer]:
-    """Rebuild the model and tokenizer a checkpoint describes, with its weights loaded strictly."""
+def restore(payload: dict[str, Any], path: str | Path) -> tuple[Seq2Seq | Ensemble, Tokenizer]:
+    """Rebuild the model (an Ensemble when the file holds several) and tokenizer a checkpoint describes,
+    with its weights loaded strictly."""
     with checkpoint_fault():
         config = from_dict(ModelConfig, payload["model_config"], where=f"{path}: model_config")
         model = build_model(config)
@@ -124,10 +129,18 @@ def restore(payload: dict[str, Any], path: str | Path) -> tuple[Seq2Seq, Tokeniz
         raise CheckpointError(f"{path}: tokenizer vocabularies ({tokenizer.src_vocab_size}, "
                               f"{tokenizer.tgt_vocab_size}) do not match the model "
                               f"({config.src_vocab_size}, {config.tgt_vocab_size})")
-    return load_weights(path, model, payload["weights"], "model config"), tokenizer
+    model = load_weights(path, model, payload["weights"], "model config")
+    others = payload.get("ensemble_weights", [])
+    if not isinstance(others, list):
+        raise CheckpointError(f"{path}: ensemble_weights must be a list of members' weights")
+    if not others:
+        return model, tokenizer
+    members = [load_weights(path, build_model(config), weights, f"model config (member {k})")
+               for k, weights in enumerate(others, 2)]
+    return Ensemble([model, *members]), tokenizer
 
 
-def load_model(path: str | Path) -> tuple[Seq2Seq, Tokenizer, dict[str, Any]]:
+def load_model(path: str | Path) -> tuple[Seq2Seq | Ensemble, Tokenizer, dict[str, Any]]:
     """Model (eval mode, on the CPU), tokenizer and the whole payload of a checkpoint file."""
     payload = read_checkpoint(path)
     model, tokenizer = restore(payload, path)

@@ -80,6 +80,12 @@ def fit_case_memory(recommender: Recommender, train: ParallelCorpus, dev: Parall
                     flag_rate: float = FLAG_RATE) -> tuple[CaseMemory, TrustModel]:
     """The case memory of ``train`` and the trust model fitted on greedy answers to ``dev`` (seq2seq.trust)."""
     memory = CaseMemory([e.source for e in train.examples], [e.target for e in train.examples])
+    return memory, fit_trust_on(recommender, memory, dev, flag_rate)
+
+
+def fit_trust_on(recommender: Recommender, memory: CaseMemory, dev: ParallelCorpus,
+                 flag_rate: float = FLAG_RATE) -> TrustModel:
+    """The trust model of ``recommender``'s model with ``memory``, fitted on its greedy answers to ``dev``."""
     judged = Recommender(recommender.model, recommender.tokenizer, recommender.device, memory=memory)
     examples = [e for e in dev.examples if e.source.strip()]
     answers = judged.recommend([e.source for e in examples], SearchConfig(), batch_size=128)
@@ -87,4 +93,4 @@ def fit_case_memory(recommender: Recommender, train: ParallelCorpus, dev: Parall
     _, signals = judged.signals([r for r, _ in kept])
     chrf = CHRF()
     good = [chrf.sentence_score(r.text, [normalize(e.target)]).score for r, e in kept]
-    return memory, fit_trust(signals, good, flag_rate)
+    return fit_trust(signals, good, flag_rate)

@@ -1,4 +1,4 @@
-"""Command line: ``seq2seq train | translate | evaluate | rul ... | feedback ...``.
+"""Command line: ``seq2seq train | translate | evaluate | average | ensemble | rul ... | feedback ...``.
 
 Every error a user can cause (files, columns, options, checkpoints) is printed as one line,
 ``seq2seq: error: ...``, with exit status 2; no traceback.
@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.checkpoint import count_parameters
+from seq2seq.cli.combine import add_combine_parsers, run_combine
 from seq2seq.cli.feedback import add_feedback_parser, run_feedback
 from seq2seq.cli.rul import add_rul_parser, run_rul
 from seq2seq.cli.translate import decode_workers, run_translate, search_config
@@ -163,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-column")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--hypotheses", help="also write the translations to this file")
+    add_combine_parsers(commands)
     add_rul_parser(commands)
     add_feedback_parser(commands)
     return parser
@@ -265,7 +267,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     run = {"train": run_train, "translate": run_translate, "evaluate": run_evaluate, "rul": run_rul,
-           "feedback": run_feedback}[args.command]
+           "feedback": run_feedback, "average": run_combine, "ensemble": run_combine}[args.command]
     try:
         return run(args)
     except Seq2SeqError as err:

@@ -164,6 +164,8 @@ def fold_embeddings(model: nn.Module) -> nn.Module:
     decoder's token path folded (see module). Models whose GRUs are not float ``torch.nn.GRU``
     (int8, seq2seq/fast/quantize.py) are returned as they are.
     """
+    if hasattr(model, "members"):  # an ensemble (seq2seq/ensemble.py): each member folded
+        return type(model)([fold_embeddings(member) for member in model.members]).eval()
     rnns = (model.encoder.rnn, model.decoder.rnn)
     if any(type(rnn) is not nn.GRU or not rnn.weight_ih_l0.is_floating_point() for rnn in rnns):
         return model

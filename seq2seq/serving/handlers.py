@@ -183,6 +183,7 @@ class Handlers:
             if r.warning:
                 gr.Warning(f"Alert {i}: {r.warning}.")
         data = {"translator": translator, "attention_type": recommender.model.config.attention,
+                "members": len(getattr(recommender.model, "members", [None])),  # an ensemble's attention is their mean
                 "beam_size": search.beam_size, "n_best": search.n_best, "confidence": CONFIDENCE_NOTE,
                 "alerts": [recommendation_json(r) for r in recommendations]}
         return data, recommendations

@@ -1,0 +1,93 @@
+"""Ensembles and checkpoint averaging: seq2seq average | ensemble, and decoding several members together."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from support import assert_one_line_error, file_states, run_cli, trained
+
+from seq2seq.checkpoint import load_model, read_checkpoint, save_atomic
+from seq2seq.config import SearchConfig
+from seq2seq.ensemble import Ensemble
+from seq2seq.recommender import Recommender
+
+ALERTS = ["pump vibration high", "belt worn", "valve stuck closed", "gearbox noise high and coolant temperature high"]
+SEARCHES = [SearchConfig(), SearchConfig(beam_size=3, n_best=3)]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The tiny run's best.pt and a copy with every weight moved a little: two checkpoints of one recipe."""
+    best = trained(tmp_path_factory.getbasetemp()).best
+    payload = read_checkpoint(best)
+    generator = torch.Generator().manual_seed(0)
+    moved = {name: w + 0.05 * torch.randn(w.shape, generator=generator) if w.is_floating_point() else w
+             for name, w in payload["weights"].items()}
+    other = tmp_path_factory.mktemp("moved") / "best.pt"
+    save_atomic({**payload, "weights": moved}, other)
+    return best, other
+
+
+def combine(command: str, output, *inputs, extra=()):
+    result = run_cli(command, "--inputs", *map(str, inputs), "--output", str(output), *extra)
+    assert result.status == 0, result.stderr
+    return output
+
+
+def test_averaging_gives_the_mean_of_the_inputs_weights(runs, tmp_path):
+    average = combine("average", tmp_path / "avg.pt", *runs)
+    weights = [read_checkpoint(path)["weights"] for path in runs]
+    for name, tensor in read_checkpoint(average)["weights"].items():
+        torch.testing.assert_close(tensor, (weights[0][name] + weights[1][name]) / 2)
+    model, _, payload = load_model(average)
+    assert not isinstance(model, Ensemble) and payload["combined_from"]["how"] == "average"
+    assert payload["training_state"] == {}
+
+
+@pytest.mark.parametrize("search", SEARCHES, ids=["greedy", "beam3"])
+def test_an_ensemble_of_one_model_or_of_copies_of_it_answers_as_that_model(runs, tmp_path, search):
+    alone = Recommender.from_checkpoint(runs[0]).recommend(ALERTS, search)
+    for copies in (1, 3):
+        path = combine("ensemble", tmp_path / f"ens{copies}.pt", *[runs[0]] * copies)
+        together = Recommender.from_checkpoint(path).recommend(ALERTS, search)
+        for a, b in zip(together, alone, strict=True):
+            assert [c.text for c in a.candidates] == [c.text for c in b.candidates]
+            assert [c.score for c in a.candidates] == pytest.approx([c.score for c in b.candidates], abs=1e-4)
+            for ca, cb in zip(a.candidates, b.candidates, strict=True):
+                torch.testing.assert_close(ca.attention, cb.attention, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("search", SEARCHES, ids=["greedy", "beam3"])
+def test_an_ensembles_attention_is_the_mean_of_its_members_and_its_rows_sum_to_one(runs, tmp_path, search):
+    path = combine("ensemble", tmp_path / "ens.pt", *runs)
+    model, _, payload = load_model(path)
+    assert isinstance(model, Ensemble) and len(model.members) == 2 and len(payload["ensemble_weights"]) == 1
+    for r in Recommender.from_checkpoint(path).recommend(ALERTS, search):
+        for candidate in r.candidates:
+            torch.testing.assert_close(candidate.attention.sum(-1), torch.ones(candidate.attention.size(0)))
+
+
+def test_an_ensemble_of_an_ensemble_flattens_and_average_refuses_one(runs, tmp_path):
+    pair = combine("ensemble", tmp_path / "pair.pt", *runs)
+    model, _, _ = load_model(combine("ensemble", tmp_path / "three.pt", pair, runs[0]))
+    assert len(model.members) == 3
+    result = run_cli("average", "--inputs", str(pair), str(runs[0]), "--output", str(tmp_path / "x.pt"))
+    assert_one_line_error(result, "average takes single checkpoints")
+
+
+def test_with_dev_the_trust_model_is_fitted_again_for_the_combined_model(runs, tmp_path, tmp_path_factory):
+    dev = trained(tmp_path_factory.getbasetemp()).data.dev
+    kept = read_checkpoint(combine("ensemble", tmp_path / "kept.pt", *runs))["memory"]
+    refit = read_checkpoint(combine("ensemble", tmp_path / "refit.pt", *runs, extra=("--dev", str(dev))))["memory"]
+    assert kept["trust"] == read_checkpoint(runs[0])["memory"]["trust"]
+    assert refit["trust"] != kept["trust"] and refit["cases"] == kept["cases"]
+
+
+def test_inputs_of_other_recipes_or_the_output_over_an_input_are_one_line_errors(runs, tmp_path, tmp_path_factory):
+    other = trained(tmp_path_factory.getbasetemp(), "luong-dot").best
+    states = file_states(*runs)
+    assert_one_line_error(run_cli("ensemble", "--inputs", str(runs[0]), str(other), "--output",
+                                  str(tmp_path / "x.pt")), "model configuration differs")
+    assert_one_line_error(run_cli("average", "--inputs", str(runs[0]), str(runs[1]), "--output", str(runs[1])),
+                          "--output is also")
+    assert file_states(*runs) == states and not (tmp_path / "x.pt").exists()
