@@ -282,9 +282,9 @@ def test_missing_training_file_is_a_one_line_error(run, tmp_path):
 
 def test_missing_column_error_lists_the_columns_found(run, tmp_path):
     train = tmp_path / "columns.tsv"
-    train.write_text(tsv(TINY_PAIRS, ("alert", "fix")), encoding="utf-8")
+    train.write_text(tsv(TINY_PAIRS, ("message", "fix")), encoding="utf-8")
     line = assert_one_line_error(run_cli(*tiny_train_command(tmp_path, run, train)), str(train))
-    assert "alert, fix" in line
+    assert "message, fix" in line
 
 
 def test_malformed_row_error_names_its_line(run, tmp_path):

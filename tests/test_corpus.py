@@ -110,9 +110,9 @@ def test_missing_column_lists_the_columns_found(tmp_tsv):
     assert message == f"{path}: no column 'src' (columns found: ident, problem, action)"
 
 
-def test_missing_default_columns_name_both_defaults(tmp_tsv):
-    message = one_line_error(read_parallel, tmp_tsv([("a", "b")], header=("alert", "target")))
-    assert "'source' or 'problem'" in message and "alert, target" in message
+def test_missing_default_columns_name_every_default(tmp_tsv):
+    message = one_line_error(read_parallel, tmp_tsv([("a", "b")], header=("message", "target")))
+    assert "'source' or 'problem' or 'alert'" in message and "message, target" in message
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_missing_default_columns_name_both_defaults(tmp_tsv):
         ("x.jsonl", '{"source": "a", "target": "b"}\n["a", "b"]\n', "line 2: expected a JSON object"),
         ("x.jsonl", '{"source": "a", "target": "b"}\n{"source": "a"}\n', "line 2: no key 'target'"),
         ("x.jsonl", '{"source": "a", "target": 7}\n', "line 1: 'target' must be a string, found a number"),
-        ("x.jsonl", '{"alert": "a", "target": "b"}\n', "line 1: no key 'source' or 'problem'"),
+        ("x.jsonl", '{"message": "a", "target": "b"}\n', "line 1: no key 'source' or 'problem' or 'alert'"),
         ("x.tsv", "", "empty file"),
         ("x.tsv", "source\ttarget\n", "no usable pairs"),
         ("x.tsv", "source\ttarget\n\t\n \tb\n", "no usable pairs (all 2 have an empty source or target)"),
