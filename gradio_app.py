@@ -221,16 +221,17 @@ def _batch_tab(h: Handlers) -> None:
 
 
 class App(gr.Blocks):
-    """The page; launched, it also answers GET /health and turns a full queue into "busy, try again in N s"
-    (seq2seq/serving/gate.py), for every launch: the app's, the smoke test's, the tests'."""
+    """The page; launched, it also answers GET /health and POST /api/recommend and turns a full queue into
+    "busy, try again in N s" (seq2seq/serving/gate.py), for every launch: the app's, the smoke test's, the tests'."""
 
-    def __init__(self, handlers: Handlers, **kwargs) -> None:
+    def __init__(self, handlers: Handlers, recommend_concurrency: int, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.handlers = handlers
+        self.handlers, self.recommend_concurrency = handlers, recommend_concurrency
 
     def launch(self, *args, app_kwargs: dict | None = None, max_threads: int = MAX_THREADS, **kwargs):
         app_kwargs = dict(app_kwargs or {})
-        gate = Middleware(ServiceGate, status=lambda: self.handlers.health(len(self._queue)))
+        gate = Middleware(ServiceGate, status=lambda: self.handlers.health(len(self._queue)),
+                          recommend=self.handlers.recommend_direct, limit=self.recommend_concurrency)
         app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), gate]
         return super().launch(*args, app_kwargs=app_kwargs, max_threads=max_threads, **kwargs)
 
@@ -241,7 +242,7 @@ def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, en
     """The whole UI, queued but not launched (``demo.launch(max_file_size=MAX_FILE_SIZE, ...)``); without
     ``feedback`` the verdict buttons and /feedback refuse politely."""
     handlers = Handlers(translators, monitor, engines, feedback)
-    with App(handlers, title="Maintenance recommendations", analytics_enabled=False,
+    with App(handlers, recommend_concurrency, title="Maintenance recommendations", analytics_enabled=False,
                    delete_cache=(FILE_MAX_AGE_S, FILE_MAX_AGE_S)) as demo:
         gr.Markdown("## Maintenance recommendations: alerts in, repairs out, with the attention behind them")
         with gr.Tab("Alerts"):

@@ -6,7 +6,9 @@
 Starts ``gradio_app.py`` in a child process on a free loopback port (its own temporary feedback
 database), waits for its health route, then for each search and each number of concurrent clients
 runs that many clients at once, each making ``--calls`` calls one after another as a technician
-would: ``POST /gradio_api/call/recommend``, then reading the event stream to its end. Every
+would: ``POST /gradio_api/call/recommend`` (with one ``session_hash`` per client, as gradio_client
+and a browser keep one; ``--fresh-sessions``: none, so Gradio builds a session for every call),
+then reading the event stream to its end; with ``--direct``, one ``POST /api/recommend`` a call. Every
 ``--bad-every``-th call sends an empty alert, which must come back as a readable error. Per row:
 answered calls per second (good and bad), p50 / p95 / max latency of the good calls, calls turned
 away (HTTP 503, "busy"), calls lost (neither answered nor refused), and wrong answers to bad input;
@@ -15,6 +17,10 @@ as the number of clients (one thread: the figure the app's batching can approach
 bounded in calls (clients x calls per row) and time (``--max-seconds`` for the whole run; a row
 that would pass it is cut short and says so); the child is stopped at the end. On a shared machine
 the figures are indicative only: the load average is printed.
+
+``--floor`` runs the same rows against a page with one no-op ``/recommend`` event (same inputs,
+a small JSON answer, same concurrency and queue settings) served the same way: Gradio's own
+ceiling on this machine, beside the app's.
 """
 
 from __future__ import annotations
@@ -35,18 +41,21 @@ from pathlib import Path
 import httpx
 import numpy as np
 import torch
+from starlette.middleware import Middleware
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from seq2seq.config import SearchConfig  # noqa: E402
 from seq2seq.recommender import Recommender  # noqa: E402
+from seq2seq.serving.gate import ServiceGate  # noqa: E402
 from seq2seq.serving.smoke import free_port  # noqa: E402
 
 SEARCHES = {"greedy": SearchConfig(), "beam5": SearchConfig(beam_size=5)}
 ALERTS = ["hpc outlet temperature rising sharply", "hydraulic pressure drop and leakage", "egt margin low on #2",
           "fan vibration high at takeoff", "oil pressure fluctuating", "fuel flow higher than expected"]
 CALL_TIMEOUT_S = 120.0
+DIRECT = "direct"  # in place of a session: the app's own route, one request per call
 
 
 @dataclass
@@ -61,23 +70,20 @@ class Row:
 
 async def one_call(http: httpx.AsyncClient, url: str, data: list, session: str | None, bad: bool, row: Row) -> None:
     started = time.perf_counter()
-    try:
-        joined = await http.post(f"{url}/gradio_api/call/recommend", json={"data": data, "session_hash": session})
-        if joined.status_code == 503:
+    if session == DIRECT:
+        try:
+            answer = await http.post(f"{url}/api/recommend", json={"data": data})
+        except httpx.HTTPError:
+            row.lost += 1
+            return
+        kind = {200: "complete", 400: "error", 503: "busy"}.get(answer.status_code)
+        if kind == "busy":
             row.rejected += 1
             return
-        joined.raise_for_status()
-        event = joined.json()["event_id"]
-        async with http.stream("GET", f"{url}/gradio_api/call/recommend/{event}") as stream:
-            kind = None
-            async for line in stream.aiter_lines():
-                if line.startswith("event: "):
-                    kind = line[7:].strip()
-                    if kind in ("complete", "error"):
-                        break
-    except (httpx.HTTPError, KeyError, ValueError):
-        row.lost += 1
-        return
+    else:
+        kind = await gradio_call(http, url, data, session, row)
+        if kind == "busy":
+            return
     if kind == "complete" and not bad:
         row.answered += 1
         row.latencies_ms.append(1000 * (time.perf_counter() - started))
@@ -89,9 +95,31 @@ async def one_call(http: httpx.AsyncClient, url: str, data: list, session: str |
         row.lost += 1
 
 
+async def gradio_call(http: httpx.AsyncClient, url: str, data: list, session: str | None, row: Row) -> str | None:
+    """Gradio's two requests: join the queue, read the event stream; "complete", "error", "busy" or None."""
+    try:
+        joined = await http.post(f"{url}/gradio_api/call/recommend", json={"data": data, "session_hash": session})
+        if joined.status_code == 503:
+            row.rejected += 1
+            return "busy"
+        joined.raise_for_status()
+        event = joined.json()["event_id"]
+        async with http.stream("GET", f"{url}/gradio_api/call/recommend/{event}") as stream:
+            kind = None
+            async for line in stream.aiter_lines():
+                if line.startswith("event: "):
+                    kind = line[7:].strip()
+                    if kind in ("complete", "error"):
+                        break
+    except (httpx.HTTPError, KeyError, ValueError):
+        return None
+    return kind
+
+
 async def client(http: httpx.AsyncClient, url: str, number: int, calls: int, search: SearchConfig, name: str,
-                 bad_every: int, sessions: bool, deadline: float, row: Row) -> None:
-    session = secrets.token_hex(8) if sessions else None  # one per client, as gradio_client and a browser keep
+                 bad_every: int, sessions: bool | str, deadline: float, row: Row) -> None:
+    # One Gradio session per client, as gradio_client and a browser keep; DIRECT: POST /api/recommend instead
+    session = sessions if sessions == DIRECT else secrets.token_hex(8) if sessions else None
     for k in range(calls):
         if time.monotonic() > deadline:
             return
@@ -101,7 +129,7 @@ async def client(http: httpx.AsyncClient, url: str, number: int, calls: int, sea
 
 
 async def run_row(url: str, clients: int, calls: int, search: SearchConfig, name: str, bad_every: int,
-                  sessions: bool, deadline: float) -> tuple[Row, float, bool]:
+                  sessions: bool | str, deadline: float) -> tuple[Row, float, bool]:
     row = Row()
     limits = httpx.Limits(max_connections=2 * clients + 10, max_keepalive_connections=2 * clients + 10)
     async with httpx.AsyncClient(timeout=CALL_TIMEOUT_S, limits=limits) as http:
@@ -124,10 +152,28 @@ def recommender_rate(recommender: Recommender, batch: int, search: SearchConfig)
     return batch / statistics.median(times)
 
 
+def serve_floor(port: int) -> None:
+    """A page with a no-op /recommend of the app's inputs, concurrency and queue: Gradio's own cost."""
+    import gradio as gr
+
+    import gradio_app
+
+    with gr.Blocks(analytics_enabled=False) as demo:
+        inputs = [gr.Textbox(), gr.Textbox(), gr.Number(), gr.Number()]
+        gr.Button().click(lambda text, *_: {"alerts": [text]}, inputs, gr.JSON(), api_name="recommend",
+                          concurrency_limit=gradio_app.RECOMMEND_CONCURRENCY)
+    demo.queue(max_size=gradio_app.QUEUE_SIZE, api_open=False)
+    demo.launch(server_name="127.0.0.1", server_port=port, max_threads=gradio_app.MAX_THREADS,
+                app_kwargs={"middleware": [Middleware(ServiceGate, status=lambda: {"status": "ok"})]})
+
+
 def start_app(args: argparse.Namespace, port: int, folder: Path) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, str(ROOT / "gradio_app.py"), "--model", args.model, "--port", str(port),
-               "--feedback-db", str(folder / "feedback.sqlite")]
-    if args.rul_model:
+    if args.floor:
+        command = [sys.executable, __file__, "--serve-floor", str(port)]
+    else:
+        command = [sys.executable, str(ROOT / "gradio_app.py"), "--model", args.model, "--port", str(port),
+                   "--feedback-db", str(folder / "feedback.sqlite")]
+    if args.rul_model and not args.floor:
         command += ["--rul-model", args.rul_model]
     with open(folder / "app.log", "wb") as log:  # the child keeps its own copy of the handle
         app = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
@@ -154,12 +200,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--searches", nargs="+", choices=list(SEARCHES), default=list(SEARCHES))
     p.add_argument("--bad-every", type=int, default=5, help="every N-th call is an empty alert (0: none)")
     p.add_argument("--max-seconds", type=float, default=600.0, help="for the whole run")
+    p.add_argument("--fresh-sessions", action="store_true", help="no session_hash: every call a new Gradio session "
+                   "(by default each client keeps one, as gradio_client and a browser do)")
+    p.add_argument("--direct", action="store_true", help="POST /api/recommend (one request a call, no Gradio queue)")
+    p.add_argument("--floor", action="store_true", help="a no-op /recommend instead of the app: Gradio's ceiling")
+    p.add_argument("--serve-floor", type=int, help=argparse.SUPPRESS)  # the --floor child: serve on this port
     args = p.parse_args(argv)
+    if args.serve_floor:
+        serve_floor(args.serve_floor)
+        return 0
+    if args.floor:
+        args.bad_every = 0  # the no-op answers everything
     deadline = time.monotonic() + args.max_seconds
     torch.set_num_threads(1)
     recommender = Recommender.from_checkpoint(args.model)
     name = recommender.model.config.attention  # how gradio_app.py names a single translator
-    print(f"# Load test: {args.model} ({name}), {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
+    what = "a no-op /recommend (--floor)" if args.floor else f"{args.model} ({name})"
+    print(f"# Load test: {what}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
           f"load average before {os.getloadavg()[0]:.2f}\n")
     print("| search | clients x calls | answered calls/s | p50 / p95 / max ms | turned away | lost | "
           "bad input answered with an error | wrong | Recommender alone, alerts/s at this batch |")
@@ -170,8 +227,9 @@ def main(argv: list[str] | None = None) -> int:
             for label in args.searches:
                 search = SEARCHES[label]
                 for clients in args.clients:
+                    sessions = DIRECT if args.direct else not args.fresh_sessions
                     row, elapsed, cut = asyncio.run(run_row(url, clients, args.calls, search, name,
-                                                            args.bad_every, deadline))
+                                                            args.bad_every, sessions, deadline))
                     times = np.array(row.latencies_ms or [float("nan")])
                     rate = (row.answered + row.bad_answered) / elapsed
                     print(f"| {label} | {clients} x {args.calls}{' (cut short)' if cut else ''} | {rate:.0f} | "

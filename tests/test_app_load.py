@@ -125,3 +125,51 @@ def test_a_program_may_leave_every_optional_input_out(recommender, tmp_path):
         rows = list(csv.DictReader(written))
     assert [row["recommendation"] for row in rows] == recommender.translate(["pump vibration high", "belt worn"])
     assert (data["translator"], data["beam_size"], data["n_best"]) == ("tiny", 1, 1)
+
+
+def test_the_direct_route_answers_what_recommend_answers_and_refuses_in_one_line(recommender):
+    demo = gradio_app.build({"tiny": recommender}, None, [])
+    url = launch(demo)
+    try:
+        with httpx.Client(timeout=60) as http:
+            data = ["belt worn\nvalve stuck closed", "tiny", 3, 2]
+            direct = http.post(f"{url}api/recommend", json={"data": data})
+            kind, queued = call(http, url, data)
+            shortest = http.post(f"{url}api/recommend", json={"data": ["pump vibration high"]})
+            refusals = [http.post(f"{url}api/recommend", json=body) for body in
+                        ({"data": [""]}, {"data": ["pump", "nope"]}, {"data": "pump"}, {"alerts": ["pump"]})]
+            not_json = http.post(f"{url}api/recommend", content=b"\xff\xfe")
+            wrong_method = http.get(f"{url}api/recommend")
+    finally:
+        demo.close()
+        demo.handlers.close()
+    assert direct.status_code == 200 and kind == "complete" and direct.json() == queued[0]
+    assert shortest.status_code == 200 and shortest.json()["translator"] == "tiny"
+    for answer in [*refusals, not_json]:
+        assert answer.status_code == 400
+        assert answer.json()["error"] and "\n" not in answer.json()["error"]
+    assert "Unknown translator" in refusals[1].json()["error"] and "Type at least one alert" in refusals[0].json()["error"]
+    assert wrong_method.status_code == 405
+
+
+def test_the_direct_route_answers_busy_beyond_its_bound(recommender):
+    demo = gradio_app.build({"tiny": recommender}, None, [], recommend_concurrency=2)
+    batcher = demo.handlers.batchers["tiny"]
+    decode = batcher.recommender.recommend
+    batcher.recommender = type("Slow", (), {"recommend": lambda self, *a, **k: time.sleep(0.5) or decode(*a, **k)})()
+    url = launch(demo)
+    try:
+        def post(_):
+            with httpx.Client(timeout=60) as http:
+                return http.post(f"{url}api/recommend", json={"data": ["pump vibration high"]})
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(post, range(8)))
+    finally:
+        demo.close()
+        demo.handlers.close()
+    codes = sorted(answer.status_code for answer in answers)
+    assert 200 in codes and 503 in codes and set(codes) <= {200, 503}
+    for answer in answers:
+        if answer.status_code == 503:
+            assert answer.json()["detail"].startswith("busy: ") and int(answer.headers["retry-after"]) >= 1

@@ -1,4 +1,5 @@
-"""What the app answers before Gradio sees a request: ``GET /health``, and "busy" in words when full.
+"""What the app answers before Gradio sees a request: ``GET /health``, ``POST /api/recommend``, and
+"busy" in words when full.
 
 An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceGate, status=...)]})``):
 
@@ -7,7 +8,13 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
   ``status`` ("ok"), whether the models are loaded, and how many requests wait;
 - a request Gradio turns away because its queue is full (HTTP 503, "Queue is full. Max size is
   ...") comes back as HTTP 503 with a ``Retry-After`` header and ``{"detail": "busy: ... try again in
-  N s"}``, N from how many wait and how fast the app has been answering (``status()["retry_after_s"]``).
+  N s"}``, N from how many wait and how fast the app has been answering (``status()["retry_after_s"]``);
+- ``POST /api/recommend`` with ``{"data": [alerts, translator, beam size, n-best]}`` (the inputs of
+  Gradio's ``/recommend``, the last three optional) answers in the one response with the JSON
+  ``/recommend`` returns, or ``{"error": "..."}`` (HTTP 400) for bad input. It runs the same handler
+  and micro-batcher in a worker thread, at most ``limit`` at once (beyond: the busy answer), without
+  Gradio's queue, event stream and per-call session: for programs that send many requests, where
+  those cost more than the decoding (docs/serving.md measures both ways).
 """
 
 from __future__ import annotations
@@ -16,24 +23,63 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+
 Scope, Message = dict[str, Any], dict[str, Any]
 Receive, Send = Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]
-HEALTH_PATH = "/health"
+HEALTH_PATH, RECOMMEND_PATH = "/health", "/api/recommend"
+MAX_BODY = 1 << 20  # bytes of a POST /api/recommend body (the handler's own limit on alerts is far lower)
+
+
+class Refused(Exception):
+    """Bad input to a direct route: its one-line message goes back with HTTP 400."""
 
 
 class ServiceGate:
     """ASGI middleware: the health route and a readable "busy" answer; everything else passes through."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], status: Callable[[], dict]) -> None:
-        self.app, self.status = app, status
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], status: Callable[[], dict],
+                 recommend: Callable[[Any], dict] | None = None, limit: int = 1) -> None:
+        self.app, self.status, self.recommend = app, status, recommend
+        self.limit, self.running = limit, 0
+        self.threads = anyio.CapacityLimiter(limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "").rstrip("/")
         if scope["type"] != "http":
             await self.app(scope, receive, send)
-        elif scope["path"].rstrip("/") == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
+        elif path == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
             await _respond(send, 200, self.status())
+        elif path == RECOMMEND_PATH and self.recommend is not None:
+            await self._recommend(scope, receive, send)
         else:
             await self.app(scope, receive, _BusyAnswer(send, self.status))
+
+    async def _recommend(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            await _respond(send, 405, {"error": f"{RECOMMEND_PATH} takes POST with a JSON body"}, {"allow": "POST"})
+            return
+        body = await _body(receive)
+        if body is None:
+            await _respond(send, 413, {"error": f"body over {MAX_BODY:,} bytes"})
+            return
+        try:
+            inputs = json.loads(body)["data"]
+        except (ValueError, TypeError, KeyError):
+            await _respond(send, 400, {"error": 'send JSON: {"data": [alerts, translator, beam size, n-best]}'})
+            return
+        if self.running >= self.limit:
+            await _busy(send, self.status())
+            return
+        self.running += 1  # one event loop: no lock needed between the check and the count
+        try:
+            answer = await anyio.to_thread.run_sync(self.recommend, inputs, limiter=self.threads)
+        except Refused as err:
+            await _respond(send, 400, {"error": str(err)})
+        else:
+            await _respond(send, 200, answer)
+        finally:
+            self.running -= 1
 
 
 class _BusyAnswer:
@@ -49,10 +95,28 @@ class _BusyAnswer:
         if not self.busy:
             await self.send(message)
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
-            state = self.status()
-            seconds = max(1, int(state.get("retry_after_s", 1)))
-            await _respond(self.send, 503, {"detail": f"busy: {state.get('queue', 0)} requests are waiting; "
-                                                      f"try again in {seconds} s"}, {"retry-after": str(seconds)})
+            await _busy(self.send, self.status())
+
+
+async def _busy(send: Send, state: dict) -> None:
+    seconds = max(1, int(state.get("retry_after_s", 1)))
+    await _respond(send, 503, {"detail": f"busy: {state.get('queue', 0)} requests are waiting; try again in "
+                                         f"{seconds} s"}, {"retry-after": str(seconds)})
+
+
+async def _body(receive: Receive) -> bytes | None:
+    """The request body, or None past MAX_BODY."""
+    chunks, size, more = [], 0, True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b""
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > MAX_BODY:
+            return None
+        more = message.get("more_body", False)
+    return b"".join(chunks)
 
 
 async def _respond(send: Send, code: int, payload: dict, headers: dict[str, str] | None = None) -> None:

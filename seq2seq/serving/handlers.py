@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from seq2seq.serving.batcher import MicroBatcher
 from seq2seq.serving.destinations import model_digest
 from seq2seq.serving.feedback import Feedback, FeedbackStore, ShownRecommendations
 from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
+from seq2seq.serving.gate import Refused
 from seq2seq.serving.incident_log import read_columns
 from seq2seq.serving.views import CONFIDENCE_NOTE, alerts_markdown, engine_json, engine_markdown, recommendation_json
 
@@ -152,7 +153,7 @@ class Handlers:
     def translator(self, name: str | None) -> Recommender:
         return self.translators[self.translator_name(name)]
 
-    def search(self, beam_size: float, n_best: float = 1) -> SearchConfig:
+    def search(self, beam_size: float, n_best: float = 1, warn: Callable[[str], Any] = gr.Warning) -> SearchConfig:
         try:
             beam, n = int(beam_size or 1), int(n_best or 1)
         except (TypeError, ValueError, OverflowError):
@@ -160,12 +161,27 @@ class Handlers:
         if not (1 <= beam <= MAX_BEAM and 1 <= n <= MAX_N_BEST):
             raise refusal(f"Beam size must be 1..{MAX_BEAM} and n-best 1..{MAX_N_BEST} (got {beam} and {n}).")
         if n > beam:
-            gr.Warning(f"{n} alternatives need a beam of at least {n}: searching with beam size {n}.")
+            warn(f"{n} alternatives need a beam of at least {n}: searching with beam size {n}.")
         return SearchConfig(beam_size=max(beam, n), n_best=n)
 
     # Optional inputs default to None, which Gradio's API then marks optional: a program may leave them out.
     def recommend(self, text: str, translator: str | None = None, beam_size: float | None = None,
                   n_best: float | None = None):
+        return self._recommend(text, translator, beam_size, n_best, gr.Warning)
+
+    def recommend_direct(self, inputs: Any) -> dict[str, Any]:
+        """POST /api/recommend (seq2seq/serving/gate.py): /recommend's inputs as a JSON list, its JSON back;
+        a refusal is ``Refused`` with the same one-line message. Warnings are in the JSON, not shown."""
+        if not isinstance(inputs, list) or not 1 <= len(inputs) <= 4:
+            raise Refused("Send {\"data\": [alerts, translator, beam size, n-best]}: alerts required, the rest "
+                          "optional.")
+        try:
+            return self._recommend(*inputs, *[None] * (4 - len(inputs)), warn=lambda message: None)[0]
+        except gr.Error as err:
+            raise Refused(err.message) from None
+
+    def _recommend(self, text: Any, translator: str | None, beam_size: float | None, n_best: float | None,
+                   warn: Callable[[str], Any]):
         translator = self.translator_name(translator)
         if text is not None and not isinstance(text, str):
             raise refusal(f"Alerts must be text, one per line (got {type(text).__name__}).")
@@ -175,13 +191,13 @@ class Handlers:
         if len(alerts) > MAX_ALERTS or len(text) > MAX_CHARS:
             raise refusal(f"Too much input: at most {MAX_ALERTS} alerts and {MAX_CHARS:,} characters per "
                            "request; the Batch tab translates whole files.")
-        recommender, search = self.translator(translator), self.search(beam_size, n_best)
+        recommender, search = self.translator(translator), self.search(beam_size, n_best, warn)
         with user_errors():
             recommendations = self.batchers[translator].recommend(alerts, search)
         self.shown.remember(self.digests[translator], recommendations)
         for i, r in enumerate(recommendations, 1):
             if r.warning:
-                gr.Warning(f"Alert {i}: {r.warning}.")
+                warn(f"Alert {i}: {r.warning}.")
         data = {"translator": translator, "attention_type": recommender.model.config.attention,
                 "members": len(getattr(recommender.model, "members", [None])),  # an ensemble's attention is their mean
                 "beam_size": search.beam_size, "n_best": search.n_best, "confidence": CONFIDENCE_NOTE,
