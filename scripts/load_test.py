@@ -1,14 +1,16 @@
 """The app under a shift's load: concurrent technicians calling /recommend through Gradio's HTTP API.
 
     python scripts/load_test.py [--model runs/default/translator.pt] [--rul-model runs/default/rul.pt]
-        [--clients 1 10 50 100] [--calls 20] [--searches greedy beam5] [--bad-every 5] [--max-seconds 600]
+        [--clients 1 10 50 100] [--calls 20] [--searches greedy beam5] [--bad-every 5] [--repeats 3]
+        [--max-seconds 600] [--direct | --floor | --fresh-sessions]
 
 Starts ``gradio_app.py`` in a child process on a free loopback port (its own temporary feedback
 database), waits for its health route, then for each search and each number of concurrent clients
-runs that many clients at once, each making ``--calls`` calls one after another as a technician
-would: ``POST /gradio_api/call/recommend`` (with one ``session_hash`` per client, as gradio_client
-and a browser keep one; ``--fresh-sessions``: none, so Gradio builds a session for every call),
-then reading the event stream to its end; with ``--direct``, one ``POST /api/recommend`` a call. Every
+runs that many clients at once (``--repeats`` times), each making ``--calls`` calls one after
+another as a technician would: ``POST /gradio_api/call/recommend`` (with one ``session_hash`` per
+client, as gradio_client and a browser keep one; ``--fresh-sessions``: none, so Gradio builds a
+session for every call), then reading the event stream to its end; with ``--direct``, one
+``POST /api/recommend`` a call. Every
 ``--bad-every``-th call sends an empty alert, which must come back as a readable error. Per row:
 answered calls per second (good and bad), p50 / p95 / max latency of the good calls, calls turned
 away (HTTP 503, "busy"), calls lost (neither answered nor refused), and wrong answers to bad input;
@@ -200,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--searches", nargs="+", choices=list(SEARCHES), default=list(SEARCHES))
     p.add_argument("--bad-every", type=int, default=5, help="every N-th call is an empty alert (0: none)")
     p.add_argument("--max-seconds", type=float, default=600.0, help="for the whole run")
+    p.add_argument("--repeats", type=int, default=3, help="runs of each row (median and range are printed)")
     p.add_argument("--fresh-sessions", action="store_true", help="no session_hash: every call a new Gradio session "
                    "(by default each client keeps one, as gradio_client and a browser do)")
     p.add_argument("--direct", action="store_true", help="POST /api/recommend (one request a call, no Gradio queue)")
@@ -218,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     what = "a no-op /recommend (--floor)" if args.floor else f"{args.model} ({name})"
     print(f"# Load test: {what}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
           f"load average before {os.getloadavg()[0]:.2f}\n")
+    print(f"Each row {args.repeats} times: median calls/s and p95 (their range), p50 and max of all calls, "
+          "counts summed.\n")
     print("| search | clients x calls | answered calls/s | p50 / p95 / max ms | turned away | lost | "
           "bad input answered with an error | wrong | Recommender alone, alerts/s at this batch |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -228,13 +233,18 @@ def main(argv: list[str] | None = None) -> int:
                 search = SEARCHES[label]
                 for clients in args.clients:
                     sessions = DIRECT if args.direct else not args.fresh_sessions
-                    row, elapsed, cut = asyncio.run(run_row(url, clients, args.calls, search, name,
-                                                            args.bad_every, sessions, deadline))
-                    times = np.array(row.latencies_ms or [float("nan")])
-                    rate = (row.answered + row.bad_answered) / elapsed
-                    print(f"| {label} | {clients} x {args.calls}{' (cut short)' if cut else ''} | {rate:.0f} | "
-                          f"{np.percentile(times, 50):.0f} / {np.percentile(times, 95):.0f} / {times.max():.0f} | "
-                          f"{row.rejected} | {row.lost} | {row.bad_answered} | {row.wrong} | "
+                    runs = [asyncio.run(run_row(url, clients, args.calls, search, name, args.bad_every, sessions,
+                                                deadline)) for _ in range(args.repeats)]
+                    rates = [(row.answered + row.bad_answered) / elapsed for row, elapsed, _ in runs]
+                    p95s = [np.percentile(row.latencies_ms or [float("nan")], 95) for row, _, _ in runs]
+                    times = np.array([t for row, _, _ in runs for t in row.latencies_ms] or [float("nan")])
+                    total = {key: sum(getattr(row, key) for row, _, _ in runs)
+                             for key in ("rejected", "lost", "bad_answered", "wrong")}
+                    cut = " (cut short)" if any(c for _, _, c in runs) else ""
+                    print(f"| {label} | {clients} x {args.calls}{cut} | {np.median(rates):.0f} ({min(rates):.0f}-"
+                          f"{max(rates):.0f}) | {np.percentile(times, 50):.0f} / {np.median(p95s):.0f} ("
+                          f"{min(p95s):.0f}-{max(p95s):.0f}) / {times.max():.0f} | {total['rejected']} | "
+                          f"{total['lost']} | {total['bad_answered']} | {total['wrong']} | "
                           f"{recommender_rate(recommender, min(clients, 64), search):.0f} |", flush=True)
         finally:
             app.terminate()
