@@ -81,6 +81,9 @@ MODEL_CONCURRENCY = 1  # two CPU cores: one engine or file job at a time, the re
 # shift's worth run at once; beyond them QUEUE_SIZE more wait in Gradio's queue, then "busy" (gate.py).
 RECOMMEND_CONCURRENCY, QUEUE_CONCURRENCY, QUEUE_SIZE = 128, 2, 256
 MAX_THREADS = RECOMMEND_CONCURRENCY + 32  # Gradio's worker threads: every waiting /recommend call holds one
+# Sessions whose state (each one's last recommendations) is kept, oldest dropped first: a program calling the
+# HTTP API without a session_hash makes a session per call, and Gradio's default keeps 10,000 of them.
+SESSIONS = 1000
 EXAMPLES = [
     ["hpc outlet temperature rising sharply"],
     ["hydraulic pressure drop and leakage"],
@@ -228,12 +231,17 @@ class App(gr.Blocks):
         super().__init__(**kwargs)
         self.handlers, self.recommend_concurrency = handlers, recommend_concurrency
 
-    def launch(self, *args, app_kwargs: dict | None = None, max_threads: int = MAX_THREADS, **kwargs):
+    def launch(self, *args, app_kwargs: dict | None = None, max_threads: int = MAX_THREADS,
+               state_session_capacity: int = SESSIONS, show_error: bool = True, **kwargs):
+        """Gradio's launch, with the gate; ``show_error``: an error Gradio itself raises on a request (a file
+        payload naming a path no one uploaded) reaches the caller as its message, not ``{"error": null}``;
+        the handlers' own errors are readable ``gr.Error``s either way."""
         app_kwargs = dict(app_kwargs or {})
         gate = Middleware(ServiceGate, status=lambda: self.handlers.health(len(self._queue)),
                           recommend=self.handlers.recommend_direct, limit=self.recommend_concurrency)
         app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), gate]
-        return super().launch(*args, app_kwargs=app_kwargs, max_threads=max_threads, **kwargs)
+        return super().launch(*args, app_kwargs=app_kwargs, max_threads=max_threads,
+                              state_session_capacity=state_session_capacity, show_error=show_error, **kwargs)
 
 
 def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, engines: list[Engine],

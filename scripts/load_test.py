@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,7 @@ class Row:
     wrong: int = 0  # bad input answered as if good, or good input answered with an error
     rejected: int = 0  # HTTP 503: the queue is full, "busy, try again"
     lost: int = 0  # no answer and no refusal
+    why_lost: Counter = field(default_factory=Counter)  # what became of the lost calls
     latencies_ms: list[float] = field(default_factory=list)
 
 
@@ -75,10 +77,11 @@ async def one_call(http: httpx.AsyncClient, url: str, data: list, session: str |
     if session == DIRECT:
         try:
             answer = await http.post(f"{url}/api/recommend", json={"data": data})
-        except httpx.HTTPError:
+        except httpx.HTTPError as err:
             row.lost += 1
+            row.why_lost[type(err).__name__] += 1
             return
-        kind = {200: "complete", 400: "error", 503: "busy"}.get(answer.status_code)
+        kind = {200: "complete", 400: "error", 503: "busy"}.get(answer.status_code, f"HTTP {answer.status_code}")
         if kind == "busy":
             row.rejected += 1
             return
@@ -95,6 +98,7 @@ async def one_call(http: httpx.AsyncClient, url: str, data: list, session: str |
         row.wrong += 1
     else:
         row.lost += 1
+        row.why_lost[kind or "no answer"] += 1
 
 
 async def gradio_call(http: httpx.AsyncClient, url: str, data: list, session: str | None, row: Row) -> str | None:
@@ -113,8 +117,8 @@ async def gradio_call(http: httpx.AsyncClient, url: str, data: list, session: st
                     kind = line[7:].strip()
                     if kind in ("complete", "error"):
                         break
-    except (httpx.HTTPError, KeyError, ValueError):
-        return None
+    except (httpx.HTTPError, KeyError, ValueError) as err:
+        return type(err).__name__
     return kind
 
 
@@ -246,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
                           f"{min(p95s):.0f}-{max(p95s):.0f}) / {times.max():.0f} | {total['rejected']} | "
                           f"{total['lost']} | {total['bad_answered']} | {total['wrong']} | "
                           f"{recommender_rate(recommender, min(clients, 64), search):.0f} |", flush=True)
+                    why = sum((row.why_lost for row, _, _ in runs), Counter())
+                    if why:
+                        print(f"lost calls above: {dict(why)}", file=sys.stderr)
         finally:
             app.terminate()
             try:

@@ -9,6 +9,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,25 @@ def test_inputs_of_the_wrong_type_get_a_readable_error_not_a_null_one(client, in
 def test_a_wrong_payload_for_a_file_endpoint_gets_a_readable_error_not_a_null_one(client, endpoint, inputs, message):
     with pytest.raises(AppError, match=message):
         client.predict(*inputs, api_name=endpoint)
+
+
+@pytest.mark.parametrize("endpoint, inputs", [
+    ("engine_health", [None, "FILE", None, "tiny"]),
+    ("translate_file", ["FILE", None, "tiny", 1]),
+])
+def test_a_file_payload_naming_a_path_no_one_uploaded_is_refused_in_words_and_not_read(client, endpoint, inputs,
+                                                                                      tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("1 1 " + " ".join(["0.5"] * 24) + "\n", encoding="utf-8")
+    payload = {"path": str(secret), "meta": {"_type": "gradio.FileData"}, "orig_name": "secret.txt"}
+    url = client.src.rstrip("/")
+    with httpx.Client(timeout=60) as http:
+        event = http.post(f"{url}/gradio_api/call/{endpoint}",
+                          json={"data": [payload if x == "FILE" else x for x in inputs]}).json()["event_id"]
+        stream = http.get(f"{url}/gradio_api/call/{endpoint}/{event}").text
+    assert "event: error" in stream and "data: null" not in stream
+    message = json.loads(stream.split("event: error", 1)[1].split("data: ", 1)[1].splitlines()[0])["error"]
+    assert "not uploaded" in message and "\n" not in message and "0.5" not in stream
 
 
 def test_a_translate_file_column_that_is_not_text_gets_a_readable_error(client, tmp_path):
