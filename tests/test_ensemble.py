@@ -75,6 +75,15 @@ def test_an_ensemble_of_an_ensemble_flattens_and_average_refuses_one(runs, tmp_p
     assert_one_line_error(result, "average takes single checkpoints")
 
 
+def test_an_ensemble_is_no_start_for_fine_tuning(runs, tmp_path, tmp_path_factory):
+    data = trained(tmp_path_factory.getbasetemp()).data
+    pair = combine("ensemble", tmp_path / "pair.pt", *runs)
+    result = run_cli("train", "--init-from", str(pair), "--train", str(data.train), "--dev", str(data.dev),
+                     "--output-dir", str(tmp_path / "tuned"))
+    assert_one_line_error(result, "--init-from takes one model, not an ensemble")
+    assert not (tmp_path / "tuned").exists()
+
+
 def test_with_dev_the_trust_model_is_fitted_again_for_the_combined_model(runs, tmp_path, tmp_path_factory):
     dev = trained(tmp_path_factory.getbasetemp()).data.dev
     kept = read_checkpoint(combine("ensemble", tmp_path / "kept.pt", *runs))["memory"]
