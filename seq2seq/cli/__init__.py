@@ -271,7 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except Seq2SeqError as err:
-        print(f"seq2seq: error: {err}", file=sys.stderr)
+        # One write, newline included: processes of one torchrun job share stderr, unbuffered there, and a
+        # separate write of the newline let two processes' lines run together.
+        sys.stderr.write(f"seq2seq: error: {err}\n")
+        sys.stderr.flush()
         return 2
     except KeyboardInterrupt:
         resumable = args.command == "train" or getattr(args, "input", None) is not None
