@@ -27,7 +27,6 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
 from seq2seq.errors import CheckpointError
@@ -57,7 +56,8 @@ class TrustModel:
     def trust(self, features: np.ndarray) -> np.ndarray:
         """``features`` (B, len(FEATURES)) -> trust (B,) in [0, 1]."""
         used = features[:, [FEATURES.index(name) for name in self.features]]
-        return expit(used @ np.asarray(self.weights) + self.bias)
+        with np.errstate(over="ignore"):  # exp(-z) = inf for a very negative z gives trust 0, as it should
+            return 1.0 / (1.0 + np.exp(-(used @ np.asarray(self.weights) + self.bias)))
 
     def verdict(self, trust: float, nearest_similarity: float) -> str:
         if nearest_similarity < self.scope_threshold:
