@@ -87,6 +87,7 @@ def test_concurrent_calls_are_decoded_together_and_answered_as_one_by_one(recomm
     assert health["status"] == "ok" and health["translators"] == ["tiny"] and health["decoding"] == 0
 
 
+@pytest.mark.slow
 def test_a_full_queue_answers_busy_in_words_and_the_app_keeps_serving(recommender):
     demo = gradio_app.build({"tiny": recommender}, None, [], queue_size=2, recommend_concurrency=1)
     batcher = demo.handlers.batchers["tiny"]
@@ -153,6 +154,7 @@ def test_the_direct_route_answers_what_recommend_answers_and_refuses_in_one_line
     assert wrong_method.status_code == 405
 
 
+@pytest.mark.slow
 def test_the_direct_route_answers_busy_beyond_its_bound(recommender):
     demo = gradio_app.build({"tiny": recommender}, None, [], recommend_concurrency=2)
     batcher = demo.handlers.batchers["tiny"]

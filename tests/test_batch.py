@@ -240,6 +240,7 @@ def test_interrupted_job_resumed_gives_exactly_the_bytes_of_an_uninterrupted_run
     assert (summary.skipped_resume, summary.rows) == (4, len(LOG_ALERTS) - 4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_a_row_cut_anywhere_by_a_kill_is_rewritten_on_resume(recommender, tmp_path, fmt):
     source = csv_input(tmp_path)

@@ -106,6 +106,7 @@ def test_missing_data_file_is_a_one_line_error_with_status_2(compare, runs, tmp_
     assert stderr.splitlines() == [f"compare_attention: error: {missing}: file not found"]
 
 
+@pytest.mark.slow
 def test_script_runs_as_a_program(runs):
     process = subprocess.run([sys.executable, str(SCRIPT), "--data", str(runs[0].data.dev), "--json",
                               str(runs[0].best), str(runs[1].best)], capture_output=True, text=True, timeout=300)

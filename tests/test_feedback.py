@@ -159,6 +159,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_concurrent_processes_lose_no_record_and_share_no_id(tmp_path):
     path, gate = tmp_path / "feedback.sqlite", tmp_path / "go"
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(k), str(gate)], cwd=ROOT,
