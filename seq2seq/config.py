@@ -88,8 +88,8 @@ class SearchConfig:
     beam_size: int = 1  # 1 = greedy search
     n_best: int = 1  # hypotheses returned per sentence (<= beam_size)
     length_penalty: float = 1.0  # alpha of GNMT's ((5 + len) / 6) ** alpha; 0 = none
-    max_length_ratio: float = 2.0  # maximum output pieces per source piece
-    max_length_extra: int = 10  # pieces allowed beyond the ratio, for very short alerts
+    max_length_ratio: float = 3.0  # output pieces per source piece (2 + 10 cut long answers to short alerts)
+    max_length_extra: int = 20  # pieces allowed beyond the ratio, for very short alerts
 
     def __post_init__(self) -> None:
         check_ranges(self)

@@ -7,11 +7,13 @@ import torch
 from support import sample_batch, tiny_config
 
 from seq2seq.attention import ATTENTION_NAMES
-from seq2seq.config import SearchConfig
+from seq2seq.config import SearchConfig, TokenizerConfig
+from seq2seq.corpus import EMBEDDED_DATA, read_parallel
 from seq2seq.data import source_batch
 from seq2seq.errors import ConfigError
 from seq2seq.model import build_model
-from seq2seq.search import search
+from seq2seq.search import max_lengths, search
+from seq2seq.tokenizer import Tokenizer
 
 
 def untrained(name: str, seed: int = 0):
@@ -90,3 +92,14 @@ def test_output_length_is_bounded_by_the_ratio_of_source_length():
 def test_nbest_larger_than_beam_is_an_error():
     with pytest.raises(ConfigError, match="n_best"):
         SearchConfig(beam_size=2, n_best=3)
+
+
+def test_the_default_length_cap_admits_every_pair_of_the_embedded_corpus():
+    """A short alert with a long action ("MILD P30 PRESS RISE": 7 pieces -> 25) was cut at 2 x 7 + 10 pieces
+    by the old default; the cap must leave room for every answer the training data holds."""
+    train = read_parallel(EMBEDDED_DATA / "train.tsv")
+    tokenizer = Tokenizer.train([e.source for e in train.examples], [e.target for e in train.examples],
+                                TokenizerConfig())
+    sources = torch.tensor([len(tokenizer.encode_source(e.source)) for e in train.examples])
+    targets = torch.tensor([len(tokenizer.encode_target(e.target)) + 1 for e in train.examples])  # + EOS
+    assert bool((targets <= max_lengths(sources, SearchConfig())).all())
