@@ -6,11 +6,9 @@
 
 Tabs:
 
-- **Alerts**: one alert per line -> per alert the recommendation, its n-best alternatives with their
-  scores, a confidence figure and the alignment heatmap (recommendation pieces x alert pieces) of
-  every candidate. Confidence is the per-piece probability exp(log P(y|x) / |y|), the geometric mean
-  of the probabilities the model gave each output piece (``</s>`` included); with n-best > 1 also the
-  share of the n-best list's probability mass held by each candidate.
+- **Alerts**: one alert per line -> per alert the recommendation with its verdict and past cases, its
+  n-best alternatives with their scores and confidence (docs/serving.md), and the alignment heatmap of
+  every candidate, over words or pieces.
 - **Engine health**: a bundled synthetic engine (20, seeded) or an uploaded C-MAPSS file -> remaining
   useful life, health state, the RUL model's temporal attention, the sensor deviations, the alerts
   and each alert's recommendation with its heatmap.
@@ -41,13 +39,11 @@ beam size -> output file). The JSON carries the raw attention matrices as nested
 (alert, recommendation, verdict ``right`` or ``wrong``, correction, technician -> the record's id) stores a
 technician's verdict, committed to the database before it answers.
 
-Serving: every model call shares one concurrency slot (``concurrency_id="model"``) and the queue is
-bounded; the queue cannot be skipped (``api_open=False``: the direct ``/gradio_api/run/...`` routes
-refuse queued events). An error in one request is shown as a message and the app keeps serving.
-Uploads are capped at MAX_FILE_SIZE and only gr.File uploads are read: no path a user types is ever
-opened. Batch results are written to a per-app temporary folder, removed at exit; Gradio's copies of
-uploads and results are deleted after FILE_MAX_AGE_S and at shutdown (SIGTERM shuts down like
-Ctrl-C). Binds 127.0.0.1 unless ``--host`` says otherwise.
+Serving (docs/serving.md): concurrent /recommend calls share decoder passes, engine and file jobs one
+slot; the queue is bounded and cannot be skipped; ``GET /health`` and ``POST /api/recommend`` answer
+outside it (``App``). Uploads are capped at MAX_FILE_SIZE and only gr.File uploads are read; results
+and Gradio's copies are deleted after FILE_MAX_AGE_S and at shutdown (SIGTERM as Ctrl-C). Binds
+127.0.0.1 unless ``--host`` says otherwise.
 """
 
 from __future__ import annotations
@@ -72,7 +68,8 @@ from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
 from seq2seq.serving.feedback import VERDICTS, FeedbackStore
 from seq2seq.serving.gate import ServiceGate
-from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers, RawPayload
+from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers
+from seq2seq.serving.requests import RawPayload
 from seq2seq.serving.smoke import smoke_test
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
@@ -103,7 +100,7 @@ def plot_slots(count: int, first_label: str, label: str, elem_id: str) -> list[g
 
 def upload_box(label: str, file_types: list[str], elem_id: str, height: int | None = None) -> gr.File:
     """A file upload whose events take raw payloads (``preprocess=False``) and check them in the handler
-    (``handlers.uploaded``), as /recommend's does: a program that sends a list or a number where a file
+    (``requests.uploaded``), as /recommend's does: a program that sends a list or a number where a file
     belongs gets a readable error, not Gradio's ``{"error": null}``."""
     upload = gr.File(label=label, file_types=file_types, type="filepath", height=height, elem_id=elem_id)
     upload.data_model = RawPayload
