@@ -33,14 +33,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU
 from sklearn.model_selection import KFold
 
 from seq2seq.checkpoint import load_model
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.data import source_batch
-from seq2seq.evaluate import COVERAGES, fit_case_memory, score_corpus, selective_scores
+from seq2seq.evaluate import COVERAGES, fit_case_memory, score_corpus, selective_scores, sentence_chrf
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import normalize
 from seq2seq.trust import FEATURES, FIRST_FEATURES, FLAG_RATE, fit_trust
@@ -107,11 +107,6 @@ def cross_fitted(judged: Recommender, answers: list, corpus, signals: tuple[str,
         trust[scored] = fit_trust(features[fit_on], chrf[fit_on].tolist(), signals=signals).trust(features[scored])
     by_index = dict(zip(answered, trust.tolist(), strict=True))
     return [replace(r, trust=by_index[i]) if i in by_index else r for i, r in enumerate(answers)]
-
-
-def sentence_chrf(hypotheses: list[str], references: list[str]) -> list[float]:
-    chrf = CHRF()
-    return [chrf.sentence_score(h, [normalize(r)]).score for h, r in zip(hypotheses, references, strict=True)]
 
 
 def selective_table(judged: Recommender, splits: dict) -> None:

@@ -91,6 +91,10 @@ def fit_trust_on(recommender: Recommender, memory: CaseMemory, dev: ParallelCorp
     answers = judged.recommend([e.source for e in examples], SearchConfig(), batch_size=128)
     kept = [(r, e) for r, e in zip(answers, examples, strict=True) if r.candidates]
     _, signals = judged.signals([r for r, _ in kept])
+    return fit_trust(signals, sentence_chrf([r.text for r, _ in kept], [e.target for _, e in kept]), flag_rate)
+
+
+def sentence_chrf(hypotheses: list[str], references: list[str]) -> list[float]:
+    """Sentence-level chrF of each hypothesis against its reference (normalised like the model's input)."""
     chrf = CHRF()
-    good = [chrf.sentence_score(r.text, [normalize(e.target)]).score for r, e in kept]
-    return fit_trust(signals, good, flag_rate)
+    return [chrf.sentence_score(h, [normalize(r)]).score for h, r in zip(hypotheses, references, strict=True)]
