@@ -54,6 +54,7 @@ import signal
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -135,6 +136,15 @@ def _verdict_panel(h: Handlers, prefix: str) -> tuple[gr.Dropdown, gr.State]:
     return choice, answered
 
 
+def _beam_slider(h: Handlers, translator: gr.Dropdown, **options: Any) -> gr.Slider:
+    """Beam size, set to the chosen translator's own default (a recipe's tuned one, else greedy)."""
+    beam = gr.Slider(1, MAX_BEAM, value=h.translator(None).search.beam_size, step=1, label="Beam size (1 = greedy)",
+                     **options)
+    translator.change(lambda name: h.translator(name).search.beam_size, [translator], [beam], queue=False,
+                      api_visibility="private")
+    return beam
+
+
 def _alerts_tab(h: Handlers, concurrency: int) -> None:
     with gr.Row():
         with gr.Column(scale=3):
@@ -143,7 +153,7 @@ def _alerts_tab(h: Handlers, concurrency: int) -> None:
             gr.Examples(EXAMPLES, inputs=[text], label="Example alerts (click one)")
         with gr.Column(scale=2):
             translator = _translator_dropdown(h)
-            beam = gr.Slider(1, MAX_BEAM, value=1, step=1, label="Beam size (1 = greedy)", elem_id="beam")
+            beam = _beam_slider(h, translator, elem_id="beam")
             n_best = gr.Slider(1, MAX_N_BEST, value=1, step=1, label="Alternatives shown (n-best)", elem_id="n-best")
             button = gr.Button("Recommend", variant="primary", elem_id="recommend")
     summary = gr.Markdown(elem_id="summary")
@@ -208,7 +218,7 @@ def _batch_tab(h: Handlers) -> None:
             column = gr.Dropdown(choices=[], label="Alert column (empty: source, problem or the only one)",
                                  allow_custom_value=True, elem_id="batch-column")
             translator = _translator_dropdown(h)
-            beam = gr.Slider(1, MAX_BEAM, value=1, step=1, label="Beam size (1 = greedy)")
+            beam = _beam_slider(h, translator)
             button = gr.Button("Translate file", variant="primary", elem_id="translate-file")
     result = gr.File(label="Result: every row with recommendation, score and error", elem_id="batch-result")
     summary = gr.Markdown(elem_id="batch-summary")

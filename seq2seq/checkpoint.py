@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from seq2seq.config import ModelConfig, from_dict
+from seq2seq.config import ModelConfig, SearchConfig, from_dict
 from seq2seq.ensemble import Ensemble
 from seq2seq.errors import CheckpointError, checkpoint_fault
 from seq2seq.model import Seq2Seq, build_model
@@ -138,6 +138,18 @@ def restore(payload: dict[str, Any], path: str | Path) -> tuple[Seq2Seq | Ensemb
     members = [load_weights(path, build_model(config), weights, f"model config (member {k})")
                for k, weights in enumerate(others, 2)]
     return Ensemble([model, *members]), tokenizer
+
+
+def search_defaults(payload: dict[str, Any], path: str | Path) -> SearchConfig:
+    """The search settings a checkpoint was tuned with (its ``search``, from a config's search section), the
+    defaults of translate, evaluate, the UI and the batch job; SearchConfig() for a checkpoint without."""
+    with checkpoint_fault():
+        return from_dict(SearchConfig, payload.get("search", {}), where=f"{path}: search")
+
+
+def with_search_defaults(path: str | Path, search: SearchConfig) -> None:
+    """Store ``search`` in the checkpoint at ``path`` as its search defaults."""
+    save_atomic({**read_checkpoint(path), "search": dataclasses.asdict(search)}, path)
 
 
 def load_model(path: str | Path) -> tuple[Seq2Seq | Ensemble, Tokenizer, dict[str, Any]]:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from seq2seq.checkpoint import load_model
+from seq2seq.checkpoint import load_model, search_defaults
 from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.data import source_batch, truncate_source
 from seq2seq.errors import CheckpointError, ConfigError
@@ -72,9 +72,10 @@ class Recommender:
 
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, device: str | torch.device = "cpu",
                  quantize: bool = False, workers: int = 1, memory: CaseMemory | None = None,
-                 trust: TrustModel | None = None) -> None:
+                 trust: TrustModel | None = None, search: SearchConfig | None = None) -> None:
         """``workers`` > 1 decodes that many batches at once, each in its own thread (see ``recommend``).
-        Without ``memory`` and ``trust`` no past cases are shown and trust is the per-piece probability."""
+        Without ``memory`` and ``trust`` no past cases are shown and trust is the per-piece probability.
+        ``search``: the settings used when a call names none (a checkpoint's tuned ones)."""
         if workers < 1:
             raise ConfigError(f"workers must be at least 1, got {workers}")
         self.workers = workers
@@ -86,6 +87,7 @@ class Recommender:
         self.quantized = quantize
         self.tokenizer = tokenizer
         self.memory, self.trust_model = memory, trust
+        self.search = search or SearchConfig()
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu", quantize: bool = False,
@@ -95,7 +97,7 @@ class Recommender:
         if memory is None:
             log.warning("%s: no case memory (trained before cases were kept): no past cases and no out-of-scope "
                         "verdicts; retrain to add them", path)
-        return cls(model, tokenizer, device, quantize, workers, memory, trust)
+        return cls(model, tokenizer, device, quantize, workers, memory, trust, search_defaults(payload, path))
 
     @property
     def max_source_length(self) -> int:
@@ -131,7 +133,7 @@ class Recommender:
 
     def _answer(self, alerts: list[str], config: SearchConfig | None, batch_size: int) -> list[Recommendation]:
         """Decoded recommendations in input order, not yet judged (no candidates for an unanswered alert)."""
-        config = config or SearchConfig()
+        config = config or self.search
         encoded = [self.encode(alert) for alert in alerts]
         results: list[Recommendation | None] = [None] * len(alerts)
         order = sorted((i for i, (ids, _, _) in enumerate(encoded) if ids), key=lambda i: len(encoded[i][0]))

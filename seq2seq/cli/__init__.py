@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from seq2seq.attention import ATTENTION_NAMES
-from seq2seq.checkpoint import count_parameters
+from seq2seq.checkpoint import count_parameters, with_search_defaults
 from seq2seq.cli.combine import add_combine_parsers, run_combine
 from seq2seq.cli.feedback import add_feedback_parser, run_feedback
 from seq2seq.cli.rul import add_rul_parser, run_rul
-from seq2seq.cli.translate import decode_workers, run_translate, search_config
+from seq2seq.cli.translate import decode_workers, run_translate, search_config, search_flags
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict, load_config_file
 from seq2seq.corpus import EMBEDDED_DATA, ParallelCorpus, read_parallel
-from seq2seq.distributed import process_group
+from seq2seq.distributed import World, process_group
 from seq2seq.errors import ConfigError, Seq2SeqError, shown
 from seq2seq.evaluate import score_recommendations, selective_scores
 from seq2seq.fast.precision import PRECISIONS
@@ -32,7 +32,7 @@ from seq2seq.finetune import Start
 from seq2seq.recommender import SIMILAR, Recommender
 from seq2seq.serving.destinations import check_distinct
 from seq2seq.serving.incident_log import FORMATS
-from seq2seq.train import build_trainer
+from seq2seq.train import TrainResult, build_trainer, train_members
 
 MAX_SIMILAR = 100  # past cases per alert: a page of them, not the whole memory
 MAX_BATCH_SIZE = 100_000  # sentences read and decoded together: a chunk of stdin is held in memory
@@ -120,9 +120,10 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
 
 def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a checkpoint written by seq2seq train (best.pt)")
-    p.add_argument("--beam-size", type=int, default=1, help="1 = greedy (default)")
-    p.add_argument("--length-penalty", type=float, default=SearchConfig.length_penalty)
-    p.add_argument("--max-length-ratio", type=float, default=SearchConfig.max_length_ratio)
+    p.add_argument("--beam-size", type=int, help="1 = greedy; default: the model's (its config's search section, "
+                   "else greedy)")
+    p.add_argument("--length-penalty", type=float, help="default: the model's, else 1.0")
+    p.add_argument("--max-length-ratio", type=float, help="default: the model's, else 3.0")
     p.add_argument("--batch-size", type=whole_number(1, MAX_BATCH_SIZE), default=64, help="sentences decoded together")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
     p.add_argument("--quantize", action="store_true",
@@ -195,6 +196,12 @@ def configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, Tokeniz
             from_dict(TokenizerConfig, sections["tokenizer"], f"{where}: tokenizer"))
 
 
+def search_section(args: argparse.Namespace) -> SearchConfig | None:
+    """The config file's search section (tuned on dev): best.pt carries it as its search defaults."""
+    section = load_config_file(args.config).get("search") if args.config else None
+    return None if section is None else from_dict(SearchConfig, section, f"{args.config}: search")
+
+
 def read_corpus(path: str, target: str | None, args: argparse.Namespace) -> ParallelCorpus:
     corpus = read_parallel(path, args.source_column, args.target_column, target)
     if corpus.skipped:
@@ -204,35 +211,54 @@ def read_corpus(path: str, target: str | None, args: argparse.Namespace) -> Para
 
 def run_train(args: argparse.Namespace) -> int:
     model_config, train_config, tokenizer_config = configs(args)
+    search = search_section(args)
     start = Start.load(args.init_from) if args.init_from else None
     if start is not None:  # read before OUTPUT_DIR is touched: --overwrite may delete the file it names
         start.check_kept(settings(args))
     elif not args.replay:
         raise ConfigError("--no-replay needs --init-from (a fresh run has nothing to replay)")
+    if start is not None and train_config.members > 1:
+        raise ConfigError(f"train.members is {train_config.members} with --init-from: fine-tuning makes one model "
+                          "(members 1)")
     train = read_corpus(args.train or str(EMBEDDED_DATA / "train.tsv"), args.train_target, args)
     dev = read_corpus(args.dev or str(EMBEDDED_DATA / "dev.tsv"), args.dev_target, args)
     with process_group(train_config.device) as world:  # a world of one without torchrun
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
         train, cases = start.corpora(train, args.replay, log) if start else (train, None)
-        trainer = build_trainer(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
-                                args.resume, args.overwrite, log, world,
-                                (start.model, start.tokenizer) if start else None, cases)
-        log(f"{args.train or 'embedded corpus'}: {trainer.train_set.summary()}")
-        model = trainer.model
-        log(f"training {model.config.attention} ({count_parameters(model):,} parameters) "
-            f"on {len(trainer.train_set)} pairs, validating on {len(dev.examples)}, device {trainer.device}")
-        if world.size > 1:
-            log(f"{world.size} processes ({world.backend}): each trains on 1/{world.size} of every epoch's batches; "
-                "rank 0 validates and writes the checkpoints")
-        result = trainer.fit()
+        if train_config.members > 1:
+            result = train_members(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
+                                   args.resume, args.overwrite, log, world)
+        else:
+            result = train_one(args, train, dev, model_config, train_config, tokenizer_config, start, cases, log, world)
+        best = Path(args.output_dir) / "best.pt"
+        if world.is_main and search is not None and best.is_file():
+            with_search_defaults(best, search)
+            log(f"{best}: search defaults {search}")
         if world.is_main:
             print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
     return 0
 
 
+def train_one(args: argparse.Namespace, train: ParallelCorpus, dev: ParallelCorpus, model_config: ModelConfig,
+              train_config: TrainConfig, tokenizer_config: TokenizerConfig, start: Start | None,
+              cases: ParallelCorpus | None, log: Callable[[str], None], world: World) -> TrainResult:
+    """One run (a fresh one, a resumed one, or a fine-tuning of ``start``)."""
+    trainer = build_trainer(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
+                            args.resume, args.overwrite, log, world,
+                            (start.model, start.tokenizer) if start else None, cases)
+    log(f"{args.train or 'embedded corpus'}: {trainer.train_set.summary()}")
+    model = trainer.model
+    log(f"training {model.config.attention} ({count_parameters(model):,} parameters) "
+        f"on {len(trainer.train_set)} pairs, validating on {len(dev.examples)}, device {trainer.device}")
+    if world.size > 1:
+        log(f"{world.size} processes ({world.backend}): each trains on 1/{world.size} of every epoch's batches; "
+            "rank 0 validates and writes the checkpoints")
+    return trainer.fit()
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     """Under torchrun each process translates a contiguous share of the sources; rank 0 scores them all."""
-    config = search_config(args)
+    search_flags(args)
     if args.hypotheses:
         reads = {"--data": args.data, "--data-target": args.data_target, "--model": args.model}
         check_distinct({option: Path(path) for option, path in reads.items() if path}, {"--hypotheses":
@@ -242,6 +268,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     workers = decode_workers(args)
     with process_group(args.device) as world, one_core_workers(workers):
         recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize, workers)
+        config = search_config(args, recommender.search)
         share = recommender.recommend(sources[world.share(len(sources), args.batch_size)], config, args.batch_size)
         recommendations = [r for part in world.gather_object(share) for r in part]
     if not world.is_main:
@@ -255,7 +282,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         with open_binary(Path(args.hypotheses), "wb") as file:
             file.write("".join(r.text + "\n" for r in recommendations).encode("utf-8"))
     if args.json:
-        print(json.dumps({**scores.to_json(), "beam_size": args.beam_size, "skipped": len(corpus.skipped),
+        print(json.dumps({**scores.to_json(), "beam_size": config.beam_size, "length_penalty": config.length_penalty,
+                          "skipped": len(corpus.skipped),
                           "selective": selective_scores(recommendations, corpus)}))
     else:
         print(scores.summary())

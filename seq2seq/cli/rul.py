@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from seq2seq.config import RulConfig, SearchConfig, from_dict, load_config_file
@@ -40,7 +41,7 @@ def add_rul_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, help="a C-MAPSS-format file of engine histories")
     p.add_argument("--engine", type=int, help="only this unit")
     p.add_argument("--translator", help="a translator checkpoint: adds a recommendation per alert")
-    p.add_argument("--beam-size", type=int, default=1)
+    p.add_argument("--beam-size", type=int, help="default: the translator's (greedy unless its recipe tuned one)")
     p.add_argument("--json", action="store_true")
 
 
@@ -88,7 +89,8 @@ def run_alerts(args: argparse.Namespace) -> int:
         if not engines:
             raise ConfigError(f"{args.data}: no engine {args.engine} (units {min(units)}..{max(units)})")
     recommender = Recommender.from_checkpoint(args.translator) if args.translator else None
-    search = SearchConfig(beam_size=args.beam_size)
+    search = SearchConfig() if recommender is None else recommender.search
+    search = search if args.beam_size is None else replace(search, beam_size=args.beam_size)
     rows = []
     for engine in engines:
         report = monitor.analyse(engine, recommender, search)

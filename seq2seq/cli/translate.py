@@ -6,11 +6,12 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TextIO
 
 from tqdm import tqdm
 
-from seq2seq.config import SearchConfig, resolve_device
+from seq2seq.config import MAX_BEAM_SIZE, SearchConfig, resolve_device
 from seq2seq.distributed import launched_size, process_group
 from seq2seq.errors import ConfigError
 from seq2seq.fast.threads import one_core_workers, worker_count
@@ -24,9 +25,17 @@ HEATMAP_CHUNK_ROWS = 64  # a PNG takes a while: smaller chunks keep the bar movi
 FILE_OPTIONS = ("output", "column", "format", "attention_out", "heatmaps", "resume")  # of translate --input
 
 
-def search_config(args: argparse.Namespace, n_best: int = 1) -> SearchConfig:
-    return SearchConfig(beam_size=args.beam_size, n_best=n_best, length_penalty=args.length_penalty,
-                        max_length_ratio=args.max_length_ratio)
+def search_flags(args: argparse.Namespace, n_best: int = 1) -> dict[str, float]:
+    """The search settings the flags set (a flag left out is None), checked before any model is loaded."""
+    given = {name: getattr(args, name) for name in ("beam_size", "length_penalty", "max_length_ratio")
+             if getattr(args, name) is not None}
+    SearchConfig(**{**given, "beam_size": given.get("beam_size", MAX_BEAM_SIZE)}, n_best=n_best)  # ranges
+    return given
+
+
+def search_config(args: argparse.Namespace, defaults: SearchConfig, n_best: int = 1) -> SearchConfig:
+    """The model's search defaults with what the flags set."""
+    return replace(defaults, n_best=n_best, **search_flags(args, n_best))
 
 
 def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str | None]]]:
@@ -74,7 +83,7 @@ class RowProgress:
             self.bar.close()
 
 
-def run_translate_file(args: argparse.Namespace, config: SearchConfig) -> int:
+def run_translate_file(args: argparse.Namespace) -> int:
     if args.output is None:
         raise ConfigError("--input needs --output (the file to write)")
     if args.resume and launched_size() > 1:
@@ -84,6 +93,7 @@ def run_translate_file(args: argparse.Namespace, config: SearchConfig) -> int:
     # Under torchrun "cuda" is each process's own GPU (cuda:LOCAL_RANK, the current device).
     with process_group(args.device) as world, one_core_workers(workers):
         recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize, workers)
+        config = search_config(args, recommender.search, args.n_best)
         progress = RowProgress() if world.is_main else None
         try:
             job = FileJob.of(recommender, args.input, args.output, args.column, args.format, config, args.batch_size,
@@ -101,18 +111,19 @@ def run_translate_file(args: argparse.Namespace, config: SearchConfig) -> int:
 
 
 def run_translate(args: argparse.Namespace) -> int:
-    config = search_config(args, args.n_best)
+    search_flags(args, args.n_best)
     if args.input is not None:
         if args.json:
             raise ConfigError("--json: only without --input (a file's rows with trust and verdict: write a .jsonl "
                               "--output)")
-        return run_translate_file(args, config)
+        return run_translate_file(args)
     file_options = [f"--{name.replace('_', '-')}" for name in FILE_OPTIONS if getattr(args, name)]
     if file_options:
         raise ConfigError(f"{', '.join(file_options)}: only with --input (without it, alerts are read from stdin)")
     if launched_size() > 1:
         raise ConfigError("under torchrun, translate needs --input and --output (stdin is read by one process)")
     recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize)
+    config = search_config(args, recommender.search, args.n_best)
     for chunk in input_chunks(sys.stdin, args.batch_size):
         results = recommender.recommend([text or "" for _, text in chunk], config, args.batch_size, args.similar)
         for (number, text), result in zip(chunk, results, strict=True):

@@ -100,7 +100,7 @@ class FileJob:
            batch_size: int = 64, chunk_rows: int = 1024, attention_out: str | Path | None = None,
            heatmaps: str | Path | None = None) -> FileJob:
         """The job from what a user passes (paths as strings, no search meaning the default one)."""
-        return cls(recommender, Path(input_path), Path(output_path), column, fmt, search or SearchConfig(),
+        return cls(recommender, Path(input_path), Path(output_path), column, fmt, search or recommender.search,
                    batch_size, chunk_rows, Path(attention_out) if attention_out else None,
                    Path(heatmaps) if heatmaps else None)
 

@@ -73,7 +73,7 @@ class MicroBatcher:
         """``Recommender.recommend(alerts, config, similar=similar)``, decoded with whatever else is waiting."""
         if not self._thread.is_alive():
             raise RuntimeError("the micro-batcher is closed")
-        request = _Request(list(alerts), config or SearchConfig(), similar)
+        request = _Request(list(alerts), config or self.recommender.search, similar)
         with self._lock:
             self._waiting += 1
         self._requests.put(request)

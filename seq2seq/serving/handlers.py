@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -97,16 +98,18 @@ class Handlers:
     def translator(self, name: str | None) -> Recommender:
         return self.translators[self.translator_name(name)]
 
-    def search(self, beam_size: float, n_best: float = 1, warn: Callable[[str], Any] = gr.Warning) -> SearchConfig:
+    def search(self, recommender: Recommender, beam_size: float | None, n_best: float | None = 1,
+               warn: Callable[[str], Any] = gr.Warning) -> SearchConfig:
+        """The translator's search defaults with the beam size and n-best asked for (None: its default beam)."""
         try:
-            beam, n = int(beam_size or 1), int(n_best or 1)
+            beam, n = int(recommender.search.beam_size if beam_size is None else beam_size), int(n_best or 1)
         except (TypeError, ValueError, OverflowError):
             raise refusal(f"Beam size and n-best must be whole numbers (got {beam_size!r} and {n_best!r}).") from None
         if not (1 <= beam <= MAX_BEAM and 1 <= n <= MAX_N_BEST):
             raise refusal(f"Beam size must be 1..{MAX_BEAM} and n-best 1..{MAX_N_BEST} (got {beam} and {n}).")
         if n > beam:
             warn(f"{n} alternatives need a beam of at least {n}: searching with beam size {n}.")
-        return SearchConfig(beam_size=max(beam, n), n_best=n)
+        return replace(recommender.search, beam_size=max(beam, n), n_best=n)
 
     # Optional inputs default to None, which Gradio's API then marks optional: a program may leave them out.
     def recommend(self, text: str, translator: str | None = None, beam_size: float | None = None,
@@ -135,7 +138,8 @@ class Handlers:
         if len(alerts) > MAX_ALERTS or len(text) > MAX_CHARS:
             raise refusal(f"Too much input: at most {MAX_ALERTS} alerts and {MAX_CHARS:,} characters per "
                            "request; the Batch tab translates whole files.")
-        recommender, search = self.translator(translator), self.search(beam_size, n_best, warn)
+        recommender = self.translator(translator)
+        search = self.search(recommender, beam_size, n_best, warn)
         with user_errors():
             recommendations = self.batchers[translator].recommend(alerts, search)
         self.shown.remember(self.digests[translator], recommendations)
@@ -185,7 +189,8 @@ class Handlers:
         if self.monitor is None:
             raise refusal("No RUL model loaded: start the app with --rul-model PATH.")
         upload = uploaded(payload, "The C-MAPSS file")
-        recommender, search = self.translator(translator), SearchConfig()
+        recommender = self.translator(translator)
+        search = recommender.search
         with user_errors(upload):
             engine, source = self.pick_engine(unit, upload, file_unit)
             report = self.monitor.analyse(engine, recommender, search)
@@ -212,7 +217,8 @@ class Handlers:
             raise refusal("Upload an incident log first (CSV, TSV, JSONL or TXT).")
         if column is not None and not isinstance(column, str):
             raise refusal(f"The alert column must be text, a column's name (got {type(column).__name__}).")
-        recommender, search = self.translator(translator), self.search(beam_size)
+        recommender = self.translator(translator)
+        search = self.search(recommender, beam_size)
         source = Path(upload)
         is_text = source.suffix.lower() == ".txt"  # one alert per line: written back as CSV, next to its alert
         output = self._new_output_dir() / f"{source.stem}.recommendations" \

@@ -1,0 +1,112 @@
+"""Recipes: a config's members (several seeds trained and decoded as one ensemble) and its search section
+(stored in best.pt as the defaults of translate, evaluate, the UI and the batch job)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from support import TINY_CONFIG, assert_one_line_error, run_cli, tiny_data, train_args, trained, training_threads
+
+from seq2seq.checkpoint import load_model, read_checkpoint
+from seq2seq.config import SearchConfig
+from seq2seq.ensemble import Ensemble
+from seq2seq.recommender import Recommender
+
+ALERTS = ["pump vibration high", "belt worn", "valve stuck closed"]
+RECIPE = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "members": 2},
+          "search": {"beam_size": 3, "length_penalty": 0.5}}
+
+
+@pytest.fixture(scope="module")
+def recipe_run(tmp_path_factory):
+    """A two-member recipe with a search section, trained on the tiny data."""
+    root = tmp_path_factory.mktemp("recipe")
+    data = tiny_data(root / "data")
+    config = root / "recipe.json"
+    config.write_text(json.dumps(RECIPE), encoding="utf-8")
+    with training_threads():
+        result = run_cli(*train_args(data, root / "run"), "--config", str(config))
+    assert result.status == 0, result.stderr
+    return root, data, config, result
+
+
+def test_members_train_with_consecutive_seeds_and_best_pt_is_their_ensemble(recipe_run):
+    root, _, _, result = recipe_run
+    run = root / "run"
+    model, _, payload = load_model(run / "best.pt")
+    assert isinstance(model, Ensemble) and len(model.members) == 2
+    members = [read_checkpoint(run / f"member-{k}" / "best.pt") for k in (1, 2)]
+    assert [m["train_config"]["seed"] for m in members] == [1, 2]
+    assert members[0]["tokenizer"] == members[1]["tokenizer"] == payload["tokenizer"]
+    for member, weights in zip(model.members, [m["weights"] for m in members], strict=True):
+        for name, tensor in member.state_dict().items():
+            torch.testing.assert_close(tensor, weights[name])
+    assert any(not torch.equal(members[0]["weights"][n], members[1]["weights"][n]) for n in members[0]["weights"])
+    assert "memory" in payload  # trust fitted for the ensemble, as for one run
+    assert json.loads(result.stdout)["stopped"] == "members"
+
+
+def test_a_recipes_search_section_is_the_checkpoints_default_everywhere(recipe_run):
+    root, data, _, _ = recipe_run
+    best = root / "run" / "best.pt"
+    stored = SearchConfig(beam_size=3, length_penalty=0.5)
+    recommender = Recommender.from_checkpoint(best)
+    assert recommender.search == stored
+    by_default = recommender.recommend(ALERTS)
+    named = recommender.recommend(ALERTS, stored)
+    assert [r.text for r in by_default] == [r.text for r in named]
+    assert [r.score for r in by_default] == [r.score for r in named]
+    scores = run_cli("evaluate", "--model", str(best), "--data", str(data.dev), "--json")
+    assert scores.status == 0, scores.stderr
+    assert (json.loads(scores.stdout)["beam_size"], json.loads(scores.stdout)["length_penalty"]) == (3, 0.5)
+    greedy = run_cli("evaluate", "--model", str(best), "--data", str(data.dev), "--json", "--beam-size", "1")
+    assert json.loads(greedy.stdout)["beam_size"] == 1 and json.loads(greedy.stdout)["length_penalty"] == 0.5
+
+
+def test_a_checkpoint_without_a_search_section_searches_greedily_by_default(tmp_path_factory):
+    best = trained(tmp_path_factory.getbasetemp()).best
+    assert "search" not in read_checkpoint(best)
+    assert Recommender.from_checkpoint(best).search == SearchConfig()
+
+
+def test_resume_skips_finished_members_and_rebuilds_the_ensemble(recipe_run, tmp_path):
+    root, data, config, _ = recipe_run
+    run = root / "run"
+    before = read_checkpoint(run / "best.pt")
+    with training_threads():
+        result = run_cli(*train_args(data, run), "--config", str(config), "--resume")
+    assert result.status == 0, result.stderr
+    assert result.stderr.count("had finished") == 2
+    after = read_checkpoint(run / "best.pt")
+    for name, tensor in before["weights"].items():
+        assert torch.equal(tensor, after["weights"][name])
+    again = run_cli(*train_args(data, run), "--config", str(config))
+    assert_one_line_error(again, "already holds a training run", "--resume")
+
+
+def test_members_with_init_from_and_a_bad_search_section_are_one_line_errors(tmp_path, tmp_path_factory):
+    base = trained(tmp_path_factory.getbasetemp())
+    config = tmp_path / "members.json"
+    config.write_text(json.dumps(RECIPE), encoding="utf-8")
+    result = run_cli(*train_args(base.data, tmp_path / "tuned"), "--config", str(config),
+                     "--init-from", str(base.best))
+    assert_one_line_error(result, "train.members is 2 with --init-from")
+    config.write_text(json.dumps({**TINY_CONFIG, "search": {"beam_size": 0}}), encoding="utf-8")
+    result = run_cli(*train_args(base.data, tmp_path / "bad"), "--config", str(config))
+    assert_one_line_error(result, "search", "beam_size")
+    assert not (tmp_path / "tuned").exists() and not (tmp_path / "bad").exists()
+
+
+def test_the_ui_searches_with_the_translators_own_default_when_no_beam_is_sent(recipe_run):
+    from seq2seq.serving.handlers import Handlers
+
+    root, _, _, _ = recipe_run
+    handlers = Handlers({"recipe": Recommender.from_checkpoint(root / "run" / "best.pt")}, None, [])
+    try:
+        answer = handlers.recommend_direct([ALERTS[0]])
+        assert (answer["beam_size"], answer["members"]) == (3, 2)
+        assert handlers.recommend_direct([ALERTS[0], None, 1])["beam_size"] == 1
+    finally:
+        handlers.close()
