@@ -77,6 +77,7 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "auto"  # auto (fp16 on CUDA, fp32 on a CPU) | fp32 | bf16 | fp16: see precision.py
     max_target_length: int = 100  # pieces; longer training targets are skipped and counted
+    subword_alpha: float = 0.0  # > 0: each epoch's training pairs in freshly sampled pieces (tokenizer.sample_options)
     members: int = 1  # runs of this recipe with seeds seed, seed + 1, ...; > 1: best.pt is their ensemble
 
     def __post_init__(self) -> None:
@@ -118,6 +119,7 @@ class RulConfig:
     plateau_patience: int = 3  # epochs without RMSE improvement before the learning rate is halved
     patience: int = 15  # epochs without RMSE improvement before stopping early
     validation_engines: int = 20  # whole engines held out of training for model selection
+    members: int = 1  # runs with seeds seed, seed + 1, ... (each its own held-out engines); > 1: best.pt averages them
     seed: int = 1  # seeds initialisation, the engine split and shuffling
     device: str = "auto"  # auto | cpu | cuda
 
@@ -144,7 +146,7 @@ RANGES: dict[str, dict[str, str]] = {
         "weight_decay": "[0, 10]", "warmup_steps": "[0, 1000000000]", "plateau_patience": COUNT,
         "min_learning_rate": "[0, 10]", "clip_grad_norm": "(0, inf)", "label_smoothing": "[0, 1)",
         "teacher_forcing": "[0, 1]", "patience": COUNT, "validate_every": "[0, 1000000000]", "seed": SEED,
-        "max_target_length": "[1, 10000]", "members": "[1, 64]"},
+        "max_target_length": "[1, 10000]", "members": "[1, 64]", "subword_alpha": "[0, 1]"},
     "SearchConfig": {
         "beam_size": f"[1, {MAX_BEAM_SIZE}]", "n_best": "[1, beam_size]", "length_penalty": "[0, 5]",
         "max_length_ratio": "[0, 10]", "max_length_extra": "[0, 1000]"},
@@ -154,7 +156,7 @@ RANGES: dict[str, dict[str, str]] = {
         "lstm_hidden": WIDTH, "lstm_layers": "[1, 16]", "attention_hidden": WIDTH, "dropout": "[0, 1)",
         "health_weight": "[0, 100]", "epochs": "[1, 100000]", "max_minutes": MINUTES, "batch_size": "[1, 1000000]",
         "learning_rate": RATE, "weight_decay": "[0, 10]", "plateau_patience": COUNT, "patience": COUNT,
-        "validation_engines": COUNT, "seed": SEED},
+        "validation_engines": COUNT, "seed": SEED, "members": "[1, 64]"},
 }
 SECTIONS = {"TokenizerConfig": "tokenizer", "ModelConfig": "model", "TrainConfig": "train",
             "SearchConfig": "search", "RulConfig": "rul"}

@@ -17,7 +17,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from seq2seq.corpus import Example
 from seq2seq.errors import ConfigError
-from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, seed_sampling
 
 Item = TypeVar("Item")
 
@@ -68,6 +68,18 @@ class ParallelDataset(torch.utils.data.Dataset):
                 source = truncate_source(source, max_source_length)
             self.examples.append(example)
             self._items.append((torch.tensor(source, dtype=torch.long), torch.tensor(target, dtype=torch.long)))
+
+    def resample(self, tokenizer: Tokenizer, alpha: float, seed: int) -> None:
+        """Encode every kept pair again with sampled segmentations (``Tokenizer.encode_source(text, alpha)``),
+        drawn from ``seed``: the same seed gives the same pieces. The source limit cuts as at first; a
+        sampled target over ``max_target_length`` keeps its one best segmentation (which fits)."""
+        seed_sampling(seed)
+        for index, example in enumerate(self.examples):
+            target = tokenizer.encode_target(example.target, alpha)
+            if len(target) > self.max_target_length:
+                target = tokenizer.encode_target(example.target)
+            source = truncate_source(tokenizer.encode_source(example.source, alpha), self.max_source_length)
+            self._items[index] = (torch.tensor(source, dtype=torch.long), torch.tensor(target, dtype=torch.long))
 
     def __len__(self) -> int:
         return len(self._items)

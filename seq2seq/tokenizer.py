@@ -101,6 +101,18 @@ def _load_model(model: bytes, where: str, side: str) -> spm.SentencePieceProcess
     return processor
 
 
+def seed_sampling(seed: int) -> None:
+    """Seed SentencePiece's one (process-wide) generator of sampled segmentations."""
+    spm.set_random_generator_seed(seed)
+
+
+def sample_options(alpha: float) -> dict:
+    """SentencePiece's options for one sampled segmentation: subword regularisation (Kudo 2018) for a
+    unigram model, where ``alpha`` smooths the distribution over all segmentations, and BPE-dropout
+    (Provilkov et al. 2020) for a BPE model, where it is the probability of dropping a merge; none for 0."""
+    return {"enable_sampling": True, "alpha": alpha, "nbest_size": -1} if alpha > 0 else {}
+
+
 def _cut_at_eos(ids: Sequence[int]) -> tuple[list[int], bool]:
     """Ids before the first EOS without PAD and BOS, and whether an EOS was found."""
     if hasattr(ids, "tolist"):  # a tensor or an array
@@ -199,9 +211,10 @@ class Tokenizer:
     def normalize_target(self, text: str) -> str:
         return normalize(text)
 
-    def encode_source(self, text: str) -> list[int]:
-        """Ids of the normalised source's pieces followed by EOS_ID (no BOS)."""
-        return [*self._source.encode(self.normalize_source(text), out_type=int), EOS_ID]
+    def encode_source(self, text: str, alpha: float = 0.0) -> list[int]:
+        """Ids of the normalised source's pieces followed by EOS_ID (no BOS); ``alpha`` > 0 samples a
+        segmentation instead of the best one (see ``sample_options``)."""
+        return [*self._source.encode(self.normalize_source(text), out_type=int, **sample_options(alpha)), EOS_ID]
 
     def source_pieces(self, text: str) -> list[str]:
         """The pieces behind ``encode_source(text)``, same length, ending in "</s>" (heatmap labels).
@@ -210,9 +223,9 @@ class Tokenizer:
         """
         return [*self._source.encode(self.normalize_source(text), out_type=str), EOS_PIECE]
 
-    def encode_target(self, text: str) -> list[int]:
-        """Ids of the normalised target's pieces, without BOS or EOS."""
-        return self._target.encode(self.normalize_target(text), out_type=int)
+    def encode_target(self, text: str, alpha: float = 0.0) -> list[int]:
+        """Ids of the normalised target's pieces, without BOS or EOS; ``alpha`` as for ``encode_source``."""
+        return self._target.encode(self.normalize_target(text), out_type=int, **sample_options(alpha))
 
     def decode_target(self, ids: Sequence[int]) -> str:
         """Text of ``ids`` up to the first EOS, ignoring PAD and BOS; an unknown piece reads " ⁇ "."""

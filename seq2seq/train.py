@@ -45,6 +45,7 @@ from seq2seq.recommender import Recommender
 from seq2seq.report import TrainingReport
 from seq2seq.tokenizer import Tokenizer
 
+SAMPLING_SEED_STRIDE = 100_003  # epoch e of seed s samples its pieces from s x this + e
 RANK_SEED_STRIDE = 1000  # under torchrun, process r draws dropout and teacher forcing from seed + r x this
 
 
@@ -136,6 +137,9 @@ class Trainer:
     def run_epochs(self, deadline: float) -> str:
         stopped = "epochs"
         while self.state["epoch"] < self.config.epochs:
+            if self.config.subword_alpha > 0:  # this epoch's pieces, the same again when it is resumed
+                self.train_set.resample(self.tokenizer, self.config.subword_alpha,
+                                        self.config.seed * SAMPLING_SEED_STRIDE + self.state["epoch"])
             self.batch_generator.set_state(self.epoch_start_generator)
             batches = self.world.shard(list(self.sampler))  # this epoch's share, reproducible from the saved state
             stopped = self.train_epoch(batches, deadline)

@@ -110,3 +110,96 @@ def test_the_ui_searches_with_the_translators_own_default_when_no_beam_is_sent(r
         assert handlers.recommend_direct([ALERTS[0], None, 1])["beam_size"] == 1
     finally:
         handlers.close()
+
+
+# -- RUL ------------------------------------------------------------------------------------------
+def test_rul_members_train_into_one_ensemble_that_evaluates_and_monitors_like_one_model(tmp_path, tmp_path_factory):
+    from support import RUL_CONFIG, trained_rul
+
+    from seq2seq.rul.cmapss import read_cmapss
+    from seq2seq.rul.model import RulEnsemble
+    from seq2seq.rul.monitor import EngineMonitor
+    from seq2seq.rul.train import load_rul_checkpoint
+
+    tiny = trained_rul(tmp_path_factory.getbasetemp())
+    config = tmp_path / "members.json"
+    config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 2, "members": 2}}), encoding="utf-8")
+    with training_threads():
+        result = run_cli("rul", "train", "--data", str(tiny.train), "--output-dir", str(tmp_path / "run"),
+                         "--config", str(config), "--device", "cpu")
+    assert result.status == 0, result.stderr
+    model, _, _ = load_rul_checkpoint(tmp_path / "run" / "best.pt")
+    assert isinstance(model, RulEnsemble) and len(model.members) == 2
+    seeds = [load_rul_checkpoint(tmp_path / "run" / f"member-{k}" / "best.pt")[1].seed for k in (1, 2)]
+    assert seeds == [1, 2]
+    scores = run_cli("rul", "evaluate", "--model", str(tmp_path / "run" / "best.pt"), "--test", str(tiny.test),
+                     "--rul", str(tiny.rul), "--json")
+    assert scores.status == 0, scores.stderr
+    assert json.loads(scores.stdout)["n_engines"] == 10
+    report = EngineMonitor.from_checkpoint(tmp_path / "run" / "best.pt").analyse(read_cmapss(tiny.test)[0])
+    assert sum(report.attention) == pytest.approx(1.0, abs=1e-5)
+    assert sum(report.health_probabilities.values()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_rul_ensemble_of_one_model_predicts_as_that_model_and_averages_its_members(tmp_path_factory):
+    from support import trained_rul
+
+    from seq2seq.rul.model import RulEnsemble
+    from seq2seq.rul.train import load_rul_checkpoint
+
+    model, _, _ = load_rul_checkpoint(trained_rul(tmp_path_factory.getbasetemp()).output_dir / "best.pt")
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(4, model.config.window, model.n_features, generator=generator)
+    mask = torch.ones(4, model.config.window, dtype=torch.bool)
+    mask[0, :5] = False  # a short history, left-padded
+    with torch.inference_mode():
+        alone, one = model(x, mask), RulEnsemble([model]).eval()(x, mask)
+        torch.testing.assert_close(one.rul, alone.rul)
+        torch.testing.assert_close(torch.softmax(one.health_logits, -1), torch.softmax(alone.health_logits, -1))
+        torch.testing.assert_close(one.attention, alone.attention)
+        other = load_rul_checkpoint(trained_rul(tmp_path_factory.getbasetemp()).output_dir / "best.pt")[0]
+        for parameter in other.parameters():
+            parameter.add_(0.05 * torch.randn(parameter.shape, generator=generator))
+        pair = RulEnsemble([model, other]).eval()(x, mask)
+        torch.testing.assert_close(pair.rul, (alone.rul + other(x, mask).rul) / 2)
+        torch.testing.assert_close(pair.attention.sum(-1), torch.ones(4))
+        assert (pair.attention[0, :5] == 0).all()
+
+
+# -- subword sampling -----------------------------------------------------------------------------
+def test_sampled_segmentations_spell_the_same_text_and_repeat_with_their_seed(tmp_path_factory):
+    from seq2seq.corpus import read_parallel
+    from seq2seq.data import ParallelDataset
+
+    run = trained(tmp_path_factory.getbasetemp())
+    _, tokenizer, _ = load_model(run.best)
+    examples = read_parallel(str(run.data.train)).examples
+    dataset = ParallelDataset(examples, tokenizer, 100, 100)
+    best = [target.tolist() for _, target in dataset]
+
+    def sampled(seed):
+        dataset.resample(tokenizer, 0.5, seed)
+        return [(source.tolist(), target.tolist()) for source, target in dataset]
+
+    first, again, other = sampled(7), sampled(7), sampled(8)
+    assert first == again and first != other
+    assert any(target != b for (_, target), b in zip(first, best, strict=True))  # not the one best segmentation
+    for (source, target), example in zip(first, dataset.examples, strict=True):
+        assert tokenizer.decode_target(target) == tokenizer.normalize_target(example.target)
+        assert source[-1] == tokenizer.encode_source(example.source)[-1]  # EOS last
+
+
+def test_a_run_with_subword_sampling_resumed_ends_with_the_weights_of_an_uninterrupted_one(tmp_path):
+    data = tiny_data(tmp_path / "data")
+    config = tmp_path / "sampled.json"
+    config.write_text(json.dumps({**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "subword_alpha": 0.3}}))
+    with training_threads():
+        whole = run_cli(*train_args(data, tmp_path / "whole", "--epochs", "2"), "--config", str(config))
+        first = run_cli(*train_args(data, tmp_path / "cut", "--epochs", "1"), "--config", str(config))
+        second = run_cli(*train_args(data, tmp_path / "cut", "--epochs", "2"), "--config", str(config), "--resume")
+        plain = run_cli(*train_args(data, tmp_path / "plain", "--epochs", "2"))
+    assert whole.status == first.status == second.status == plain.status == 0, whole.stderr + second.stderr
+    a, b, c = (read_checkpoint(tmp_path / name / "last.pt")["weights"] for name in ("whole", "cut", "plain"))
+    for name, tensor in a.items():
+        assert torch.equal(tensor, b[name]), name
+    assert any(not torch.equal(tensor, c[name]) for name, tensor in a.items())  # the sampling took effect

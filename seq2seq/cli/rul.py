@@ -17,7 +17,7 @@ from seq2seq.rul.evaluate import evaluate_windows
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.preprocess import last_windows
 from seq2seq.rul.synthetic import synthetic_engines
-from seq2seq.rul.train import train_on_engines
+from seq2seq.rul.train import train_members, train_on_engines
 
 
 def add_rul_parser(commands: argparse._SubParsersAction) -> None:
@@ -62,7 +62,10 @@ def run_train(args: argparse.Namespace) -> int:
     engines = read_cmapss(args.data) if args.data else synthetic_engines(100, seed=config.seed)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     log(f"data: {args.data or 'synthetic engines'}")
-    result, _ = train_on_engines(engines, config, Path(args.output_dir), log)
+    if config.members > 1:
+        result = train_members(engines, config, Path(args.output_dir), log)
+    else:
+        result, _ = train_on_engines(engines, config, Path(args.output_dir), log)
     print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
     return 0
 

@@ -124,6 +124,26 @@ class RulModel(nn.Module):
         return sequence.gather(1, order.unsqueeze(-1).expand(-1, -1, sequence.shape[-1]))
 
 
+class RulEnsemble(nn.Module):
+    """Several RUL models of one recipe (seeds) as one: the mean of their RUL predictions, of their
+    health-class probabilities (returned as log-probabilities, which softmax maps back to that mean) and of
+    their attention weights (rows still sum to 1 and stay 0 on padded cycles, so alerts read it as one model's)."""
+
+    def __init__(self, members: list[RulModel]) -> None:
+        super().__init__()
+        if not members:
+            raise ConfigError("an ensemble needs at least one member")
+        self.members = nn.ModuleList(members)
+        self.config, self.n_features = members[0].config, members[0].n_features
+
+    def forward(self, x: Tensor, mask: Tensor) -> RulOutput:
+        outputs = [member(x, mask) for member in self.members]
+        probabilities = torch.stack([torch.softmax(o.health_logits, dim=-1) for o in outputs]).mean(0)  # (B, Y)
+        return RulOutput(rul=torch.stack([o.rul for o in outputs]).mean(0),  # (B,)
+                         health_logits=probabilities.log(),
+                         attention=torch.stack([o.attention for o in outputs]).mean(0))  # (B, W)
+
+
 def build_rul_model(config: RulConfig, n_features: int) -> RulModel:
     """The one place a RulConfig becomes modules (its sizes are checked when it is made: config.RANGES)."""
     if n_features < 1:

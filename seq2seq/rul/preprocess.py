@@ -224,6 +224,24 @@ def truncated_windows(
     return _windows_at(engines, preprocessor, config, ends, [0.0] * len(engines))
 
 
+def windows_before_failure(
+    engines: Sequence[Engine],
+    preprocessor: Preprocessor,
+    config: RulConfig,
+    remaining: Sequence[int],
+    min_history: int = 31,
+) -> RulWindows:
+    """Windows of run-to-failure engines cut ``remaining`` cycles before their failure, as the official test
+    files cut theirs (FD001's true RULs run from 7 to 145, its shortest history is 31 cycles); a cut that
+    leaves fewer than ``min_history`` cycles is left out. For reporting on engines held out of training."""
+    ends = [np.array(sorted({e.length - 1 - r for r in remaining if e.length - r >= min_history}), dtype=np.int64)
+            for e in engines]
+    kept = [(e, end) for e, end in zip(engines, ends, strict=True) if len(end)]
+    if not kept:
+        raise DataError(f"no engine is long enough to cut {min(remaining)} cycles before failure")
+    return _windows_at([e for e, _ in kept], preprocessor, config, [end for _, end in kept], [0.0] * len(kept))
+
+
 def _windows_at(
     engines: Sequence[Engine],
     preprocessor: Preprocessor,

@@ -38,7 +38,7 @@ from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
 from seq2seq.files import make_folder
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.evaluate import Windows, evaluate_windows
-from seq2seq.rul.model import RulModel, RulOutput, build_rul_model
+from seq2seq.rul.model import RulEnsemble, RulModel, RulOutput, build_rul_model
 from seq2seq.rul.preprocess import Preprocessor, RulWindows, training_set, truncated_windows
 
 FORMAT_VERSION = 1
@@ -80,21 +80,25 @@ def rul_loss(output: RulOutput, rul: Tensor, health: Tensor, config: RulConfig) 
     return loss, {"rul_mse": rul_mse.detach(), "health_ce": health_ce.detach()}
 
 
-def save_rul_checkpoint(path: str | Path, model: RulModel, config: RulConfig,
+def save_rul_checkpoint(path: str | Path, model: RulModel | RulEnsemble, config: RulConfig,
                         preprocessor_state: dict[str, Any]) -> None:
-    """Write a self-describing checkpoint atomically (``seq2seq.checkpoint``)."""
+    """Write a self-describing checkpoint atomically (``seq2seq.checkpoint``); an ensemble's first member's
+    weights are ``weights`` and the others' ``ensemble_weights``, so one model's file is unchanged."""
+    members = list(model.members) if isinstance(model, RulEnsemble) else [model]
     save_atomic({
         "format_version": FORMAT_VERSION,
         "kind": KIND,
         "config": dataclasses.asdict(config),
         "n_features": model.n_features,
         "preprocessor": preprocessor_state,
-        "weights": cpu_weights(model),
+        "weights": cpu_weights(members[0]),
+        **({"ensemble_weights": [cpu_weights(m) for m in members[1:]]} if len(members) > 1 else {}),
     }, path)
 
 
-def load_rul_checkpoint(path: str | Path) -> tuple[RulModel, RulConfig, dict[str, Any]]:
-    """Model (eval mode, on the CPU), its config and the preprocessor state saved with it."""
+def load_rul_checkpoint(path: str | Path) -> tuple[RulModel | RulEnsemble, RulConfig, dict[str, Any]]:
+    """Model (eval mode, on the CPU; a RulEnsemble when the file holds several), its config and the
+    preprocessor state saved with it."""
     path = Path(path)
     payload = read_payload(path, KIND, FORMAT_VERSION, REQUIRED_KEYS)
     with checkpoint_fault():
@@ -106,6 +110,12 @@ def load_rul_checkpoint(path: str | Path) -> tuple[RulModel, RulConfig, dict[str
     model = load_weights(path, model, payload["weights"], "config")
     if not isinstance(payload["preprocessor"], dict):
         raise CheckpointError(f"{path}: preprocessor must be an object, got {type(payload['preprocessor']).__name__}")
+    others = payload.get("ensemble_weights", [])
+    if not isinstance(others, list):
+        raise CheckpointError(f"{path}: ensemble_weights must be a list of members' weights")
+    if others:
+        model = RulEnsemble([model, *[load_weights(path, build_rul_model(config, n_features), weights,
+                                                   f"config (member {k})") for k, weights in enumerate(others, 2)]])
     return model.eval(), config, payload["preprocessor"]
 
 
@@ -200,6 +210,39 @@ def split_engines(engines: list[Engine], config: RulConfig) -> tuple[list[Engine
     order = np.random.default_rng(config.seed).permutation(len(engines))
     held = set(order[: config.validation_engines].tolist())
     return ([e for i, e in enumerate(engines) if i not in held], [e for i, e in enumerate(engines) if i in held])
+
+
+def train_members(engines: list[Engine], config: RulConfig, output_dir: Path,
+                  log: Callable[[str], None] = print) -> RulTrainResult:
+    """``config.members`` runs with seeds seed, seed + 1, ..., each holding out its own validation engines (so
+    together they learn from every engine), in OUTPUT_DIR/member-K; OUTPUT_DIR/best.pt is their RulEnsemble.
+    One preprocessing, fitted on all ``engines``, so that every member reads an engine alike; ``max_minutes``
+    is the whole run's budget, shared equally."""
+    preprocessor = Preprocessor.fit(engines, config)
+    results, members = [], []
+    for k in range(config.members):
+        member = dataclasses.replace(config, members=1, seed=config.seed + k,
+                                     max_minutes=config.max_minutes / config.members)
+        log(f"member {k + 1}/{config.members}: seed {member.seed}")
+        folder = Path(output_dir) / f"member-{k + 1}"
+        results.append(train_member(engines, preprocessor, member, folder, log))
+        members.append(load_rul_checkpoint(folder / "best.pt")[0])
+    save_rul_checkpoint(Path(output_dir) / "best.pt", RulEnsemble(members), config, preprocessor.state_dict())
+    rmses = [r.best_rmse for r in results]
+    log(f"{Path(output_dir) / 'best.pt'}: the ensemble of {len(members)} members (their own validation RMSE "
+        f"{', '.join(f'{r:.2f}' for r in rmses)})")
+    return RulTrainResult(best_rmse=float(np.mean(rmses)), best_epoch=0, epochs=sum(r.epochs for r in results),
+                          seconds=sum(r.seconds for r in results), parameters=sum(r.parameters for r in results),
+                          stopped="members")
+
+
+def train_member(engines: list[Engine], preprocessor: Preprocessor, config: RulConfig, output_dir: Path,
+                 log: Callable[[str], None] = print) -> RulTrainResult:
+    """One member of ``train_members``: ``config.seed`` picks its validation engines, ``preprocessor`` is shared."""
+    train, valid = split_engines(engines, config)
+    log(f"{len(train)} training and {len(valid)} validation engines")
+    return train_rul(training_set(train, preprocessor, config), truncated_windows(valid, preprocessor, config),
+                     config, preprocessor.n_features, output_dir, preprocessor.state_dict(), log)
 
 
 def train_on_engines(engines: list[Engine], config: RulConfig, output_dir: Path,
