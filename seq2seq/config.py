@@ -117,6 +117,7 @@ class RulConfig:
     learning_rate: float = 1e-3  # AdamW
     weight_decay: float = 1e-4  # AdamW decoupled weight decay
     plateau_patience: int = 3  # epochs without RMSE improvement before the learning rate is halved
+    schedule: str = "plateau"  # plateau (halve on a validation plateau) | cosine (to 0 over ``epochs``, for a budget)
     patience: int = 15  # epochs without RMSE improvement before stopping early
     validation_engines: int = 20  # whole engines held out of training for model selection
     members: int = 1  # runs with seeds seed, seed + 1, ... (each its own held-out engines); > 1: best.pt averages them
@@ -125,6 +126,8 @@ class RulConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        if self.schedule not in ("plateau", "cosine"):
+            raise ConfigError(f"rul.schedule must be plateau or cosine, got {self.schedule!r}")
 
 
 

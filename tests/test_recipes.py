@@ -123,7 +123,8 @@ def test_rul_members_train_into_one_ensemble_that_evaluates_and_monitors_like_on
 
     tiny = trained_rul(tmp_path_factory.getbasetemp())
     config = tmp_path / "members.json"
-    config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 2, "members": 2}}), encoding="utf-8")
+    config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 2, "members": 2, "schedule": "cosine"}}),
+                      encoding="utf-8")
     with training_threads():
         result = run_cli("rul", "train", "--data", str(tiny.train), "--output-dir", str(tmp_path / "run"),
                          "--config", str(config), "--device", "cpu")
@@ -203,3 +204,11 @@ def test_a_run_with_subword_sampling_resumed_ends_with_the_weights_of_an_uninter
     for name, tensor in a.items():
         assert torch.equal(tensor, b[name]), name
     assert any(not torch.equal(tensor, c[name]) for name, tensor in a.items())  # the sampling took effect
+
+
+def test_an_unknown_rul_schedule_is_a_one_line_error_before_training(tmp_path):
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({"rul": {"schedule": "linear"}}), encoding="utf-8")
+    result = run_cli("rul", "train", "--output-dir", str(tmp_path / "run"), "--config", str(config))
+    assert_one_line_error(result, "rul.schedule must be plateau or cosine")
+    assert not (tmp_path / "run").exists()

@@ -166,8 +166,10 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
     generator = torch.Generator().manual_seed(config.seed)
     model = build_rul_model(config, n_features).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=0.5,
-                                                           patience=config.plateau_patience)
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.epochs) if config.schedule == "cosine" \
+        else None
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=0.5,
+                                                         patience=config.plateau_patience)
     data = TensorDataset(train.x.float().to(device), train.mask.bool().to(device),
                          train.rul.float().to(device), train.health.long().to(device))
     parameters = count_parameters(model)
@@ -181,7 +183,10 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
             parts, out_of_time = _train_epoch(model, data, optimizer, config, generator, deadline,
                                               f"epoch {epoch}/{config.epochs}")
             scores = evaluate_windows(model, valid)
-            scheduler.step(scores.rmse)
+            if cosine is not None:
+                cosine.step()
+            else:
+                plateau.step(scores.rmse)
             improved = scores.rmse < best_rmse
             if improved:
                 best_rmse, best_epoch = scores.rmse, epoch
