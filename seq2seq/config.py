@@ -60,7 +60,7 @@ class ModelConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     epochs: int = 30  # upper bound on passes over the training data
-    max_minutes: float = 0.0  # wall-clock budget for training; 0 = none
+    max_minutes: float = 0.0  # wall-clock budget for training (all members together); 0 = none
     batch_tokens: int = 1500  # token budget per batch (source or target, whichever is longer)
     learning_rate: float = 2e-3  # peak learning rate of AdamW
     weight_decay: float = 0.0  # AdamW decoupled weight decay
@@ -112,7 +112,7 @@ class RulConfig:
     dropout: float = 0.1  # after the convolution and before the heads (chosen on FD001: docs/sensors.md)
     health_weight: float = 0.3  # multi-task loss = MSE(RUL / cap) + health_weight x cross-entropy(health)
     epochs: int = 60  # upper bound on passes over the training windows
-    max_minutes: float = 0.0  # wall-clock budget for training; 0 = none
+    max_minutes: float = 0.0  # wall-clock budget for training (all members together); 0 = none
     batch_size: int = 256  # windows per batch
     learning_rate: float = 1e-3  # AdamW
     weight_decay: float = 1e-4  # AdamW decoupled weight decay

@@ -281,8 +281,9 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
                   world: World = ONE_PROCESS) -> TrainResult:
     """``train_config.members`` runs of one recipe, seeds seed, seed + 1, ..., each in OUTPUT_DIR/member-K with
     its own best.pt and last.pt, one tokenizer for all; OUTPUT_DIR/best.pt is their ensemble (seq2seq.ensemble)
-    with the trust model fitted again on dev. A member that finished wrote member-K/result.json; ``resume``
-    skips it, continues the member that was cut short and starts the ones not begun."""
+    with the trust model fitted again on dev; ``max_minutes`` is the whole run's budget, shared equally. A
+    member that finished wrote member-K/result.json; ``resume`` skips it, continues the member that was cut
+    short and starts the ones not begun."""
     output_dir = Path(output_dir)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other")
@@ -301,7 +302,8 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     results: list[TrainResult] = []
     tokenizer = None
     for k, folder in enumerate(folders):
-        config = replace(train_config, members=1, seed=train_config.seed + k)
+        config = replace(train_config, members=1, seed=train_config.seed + k,
+                         max_minutes=train_config.max_minutes / len(folders))
         if resume and (folder / "result.json").is_file():
             results.append(TrainResult(**json.loads((folder / "result.json").read_text(encoding="utf-8"))))
             log(f"member {k + 1}/{len(folders)} (seed {config.seed}) had finished: {folder}")
