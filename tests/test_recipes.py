@@ -212,3 +212,23 @@ def test_an_unknown_rul_schedule_is_a_one_line_error_before_training(tmp_path):
     result = run_cli("rul", "train", "--output-dir", str(tmp_path / "run"), "--config", str(config))
     assert_one_line_error(result, "rul.schedule must be plateau or cosine")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", ["maintnet-best.json", "fd001-best.json"])
+def test_the_shipped_recipes_load_and_train_for_a_step(name, tmp_path, tmp_path_factory):
+    from support import SCRIPTS, trained_rul
+
+    recipe = SCRIPTS / "configs" / name
+    with training_threads():
+        if name.startswith("fd001"):
+            data = trained_rul(tmp_path_factory.getbasetemp()).train
+            result = run_cli("rul", "train", "--data", str(data), "--output-dir", str(tmp_path / "run"),
+                             "--config", str(recipe), "--epochs", "1", "--device", "cpu")
+        else:
+            data = tiny_data(tmp_path / "data")
+            result = run_cli("train", "--train", str(data.train), "--dev", str(data.dev), "--config", str(recipe),
+                             "--output-dir", str(tmp_path / "run"), "--epochs", "1", "--device", "cpu")
+    assert result.status == 0, result.stderr
+    members = json.loads(recipe.read_text()).get("rul", json.loads(recipe.read_text()).get("train"))["members"]
+    assert len(list((tmp_path / "run").glob("member-*/best.pt"))) == members
+    assert (tmp_path / "run" / "best.pt").is_file()
