@@ -29,7 +29,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAINTNET = ROOT.parent / "shared" / "data" / "maintnet"
-COLUMNS = ["problem", "action"]
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, dict[str, object]]]:
@@ -68,7 +67,8 @@ def run(command: list[str], log: Path) -> str:
 
 def evaluate(model: Path, args: argparse.Namespace, beam: int, log: Path) -> float:
     out = run([sys.executable, "-m", "seq2seq", "evaluate", "--model", str(model), "--data", args.dev,
-               "--source-column", COLUMNS[0], "--target-column", COLUMNS[1], "--beam-size", str(beam), "--json"], log)
+               "--source-column", args.source_column, "--target-column", args.target_column,
+               "--beam-size", str(beam), "--json"], log)
     return round(json.loads(out)["bleu"], 2)
 
 
@@ -83,8 +83,9 @@ def train_and_score(variant: str, config: dict, seed: int, args: argparse.Namesp
         config_file.write_text(json.dumps(config, indent=1) + "\n")
         start = time.monotonic()
         run([sys.executable, "-m", "seq2seq", "train", "--train", args.train, "--dev", args.dev,
-             "--source-column", COLUMNS[0], "--target-column", COLUMNS[1], "--output-dir", str(folder / "run"),
-             "--config", str(config_file), "--seed", str(seed), "--device", "cpu", "--overwrite"], log)
+             "--source-column", args.source_column, "--target-column", args.target_column,
+             "--output-dir", str(folder / "run"), "--config", str(config_file), "--seed", str(seed), "--device", "cpu",
+             "--overwrite"], log)
         trained.write_text(json.dumps({"config": config, "minutes": (time.monotonic() - start) / 60}) + "\n")
     minutes = json.loads(trained.read_text())["minutes"]
     scores = {"variant": variant, "seed": seed, "minutes": round(minutes, 2),
@@ -123,6 +124,8 @@ def main() -> int:
     p.add_argument("--ensemble", action="store_true", help="also decode each variant's seeds together")
     p.add_argument("--train", default=str(MAINTNET / "train.tsv"))
     p.add_argument("--dev", default=str(MAINTNET / "dev.tsv"))
+    p.add_argument("--source-column", default="problem")
+    p.add_argument("--target-column", default="action")
     p.add_argument("--output-dir", default=str(ROOT / "runs" / "ablation"))
     args = p.parse_args()
     base = json.loads(Path(args.base).read_text())

@@ -232,3 +232,74 @@ def test_the_shipped_recipes_load_and_train_for_a_step(name, tmp_path, tmp_path_
     members = json.loads(recipe.read_text()).get("rul", json.loads(recipe.read_text()).get("train"))["members"]
     assert len(list((tmp_path / "run").glob("member-*/best.pt"))) == members
     assert (tmp_path / "run" / "best.pt").is_file()
+
+
+# -- the scripts that chose the recipes -----------------------------------------------------------
+def test_tune_search_scores_every_setting_and_names_the_best(tmp_path_factory, monkeypatch, capsys):
+    import sys
+
+    from support import SCRIPTS, load_script
+
+    run = trained(tmp_path_factory.getbasetemp())
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    monkeypatch.setattr(sys, "argv", ["tune_search.py", "--model", str(run.best), "--dev", str(run.data.dev),
+                                      "--beams", "1", "3", "--length-penalties", "0.5", "1.0"])
+    assert load_script("tune_search").main() == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [row.split(" | ")[:2] for row in rows] == [["| 1", "-"], ["| 3", "0.5"], ["| 3", "1"]]
+    assert all(0 <= float(row.split(" | ")[2]) <= 100 for row in rows)
+
+
+def test_ablate_rul_reports_runs_and_seed_ensembles_on_engines_no_run_saw(tmp_path, tmp_path_factory, monkeypatch,
+                                                                          capsys):
+    import sys
+
+    from support import RUL_CONFIG, SCRIPTS, load_script, trained_rul
+
+    from seq2seq.rul.cmapss import read_cmapss
+
+    tiny = trained_rul(tmp_path_factory.getbasetemp())
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 2}}), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    ablate = load_script("ablate_rul")
+    monkeypatch.setattr(sys, "argv", ["ablate_rul.py", "--data", str(tiny.train), "--base", str(base),
+                                      "--variant", "base", "--variant", "wide:lstm_hidden=12", "--folds", "0",
+                                      "--seeds", "1", "2", "--members", "2", "--output-dir", str(tmp_path / "out")])
+    with training_threads():
+        assert ablate.main() == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| base") or
+            line.startswith("| wide")]
+    assert [row.split(" | ")[1] for row in rows] == ["2", "2"]  # runs per variant
+    scores = json.loads((tmp_path / "out" / "base" / "fold0" / "seed1" / "scores.json").read_text())
+    train, report = ablate.fold_engines(read_cmapss(tiny.train), 0)
+    assert not {e.unit for e in train} & {e.unit for e in report}
+    assert len(scores["predicted"]) == len(scores["true"]) > 0
+    assert set(scores["true"]) <= {float(min(cut, 125)) for cut in ablate.CUTS}  # cut before failure, capped
+
+
+@pytest.mark.slow
+def test_ablate_maintnet_trains_each_variant_and_seed_through_the_cli_and_prints_paired_deltas(
+        tmp_path, monkeypatch, capsys):
+    import sys
+
+    from support import SCRIPTS, load_script
+
+    data = tiny_data(tmp_path / "data")
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "epochs": 1}}), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    argv = ["ablate_maintnet.py", "--base", str(base), "--train", str(data.train), "--dev", str(data.dev),
+            "--source-column", "source", "--target-column", "target", "--variant", "base",
+            "--variant", "drop:model.dropout=0.0", "--seeds", "1", "2", "--beam", "2", "--ensemble",
+            "--output-dir", str(tmp_path / "out")]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert load_script("ablate_maintnet").main() == 0
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| base") or line.startswith("| drop")}
+    assert set(rows) == {"base", "drop"} and rows["base"][3] == "+0.00"
+    saved = json.loads((tmp_path / "out" / "drop" / "seed2" / "config.json").read_text())
+    assert saved["model"]["dropout"] == 0.0 and saved["train"]["epochs"] == 1
+    first = (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime
+    assert load_script("ablate_maintnet").main() == 0  # a second call reads the runs back
+    assert (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime == first
