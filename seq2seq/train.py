@@ -297,8 +297,6 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         (output_dir / "best.pt").unlink(missing_ok=True)
         for folder in folders:
             (folder / "result.json").unlink(missing_ok=True)
-    log(f"{len(folders)} members, seeds {train_config.seed}..{train_config.seed + len(folders) - 1}, "
-        "decoded together as one ensemble")
     results: list[TrainResult] = []
     tokenizer = None
     for k, folder in enumerate(folders):
@@ -308,9 +306,12 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
             results.append(TrainResult(**json.loads((folder / "result.json").read_text(encoding="utf-8"))))
             log(f"member {k + 1}/{len(folders)} (seed {config.seed}) had finished: {folder}")
             continue
-        log(f"member {k + 1}/{len(folders)}: seed {config.seed}, in {folder}")
         trainer = build_trainer(train, dev, folder, model_config, config, tokenizer_config,
                                 resume and (folder / "last.pt").is_file(), overwrite, log, world, tokenizer=tokenizer)
+        if tokenizer is None:  # logged once the first model is built: a bad configuration is one line alone
+            log(f"{len(folders)} members, seeds {train_config.seed}..{train_config.seed + len(folders) - 1}, "
+                "decoded together as one ensemble")
+        log(f"member {k + 1}/{len(folders)}: seed {config.seed}, in {folder}")
         tokenizer = trainer.tokenizer
         results.append(trainer.fit())
         if world.is_main:  # written whole or not at all: a half-written record would block --resume

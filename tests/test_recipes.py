@@ -303,3 +303,21 @@ def test_ablate_maintnet_trains_each_variant_and_seed_through_the_cli_and_prints
     first = (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime
     assert load_script("ablate_maintnet").main() == 0  # a second call reads the runs back
     assert (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime == first
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention, extra", [("luong-general", ()), ("luong-concat", ()),
+                                              ("luong-dot", ("--encoder-hidden", "128"))])
+def test_every_attention_type_trains_with_the_maintnet_recipe(attention, extra, tmp_path):
+    from support import SCRIPTS
+
+    recipe, data = SCRIPTS / "configs" / "maintnet-best.json", tiny_data(tmp_path / "data")
+    command = ["train", "--train", str(data.train), "--dev", str(data.dev), "--config", str(recipe),
+               "--epochs", "1", "--device", "cpu", "--attention", attention]
+    with training_threads():
+        result = run_cli(*command, *extra, "--output-dir", str(tmp_path / "run"))
+    assert result.status == 0, result.stderr
+    model, _, _ = load_model(tmp_path / "run" / "best.pt")
+    assert isinstance(model, Ensemble) and model.config.attention == attention
+    if extra:  # without the narrower encoder, one line says what to change, before any training
+        assert_one_line_error(run_cli(*command, "--output-dir", str(tmp_path / "bare")), "encoder_hidden")
