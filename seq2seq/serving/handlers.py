@@ -100,9 +100,9 @@ class Handlers:
 
     def search(self, recommender: Recommender, beam_size: float | None, n_best: float | None = 1,
                warn: Callable[[str], Any] = gr.Warning) -> SearchConfig:
-        """The translator's search defaults with the beam size and n-best asked for (None: its default beam)."""
+        """The translator's search defaults with the beam size and n-best asked for (None or 0: its default beam)."""
         try:
-            beam, n = int(recommender.search.beam_size if beam_size is None else beam_size), int(n_best or 1)
+            beam, n = int(beam_size or recommender.search.beam_size), int(n_best or 1)
         except (TypeError, ValueError, OverflowError):
             raise refusal(f"Beam size and n-best must be whole numbers (got {beam_size!r} and {n_best!r}).") from None
         if not (1 <= beam <= MAX_BEAM and 1 <= n <= MAX_N_BEST):
