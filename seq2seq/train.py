@@ -17,8 +17,6 @@ takes the same schedule and early-stopping decisions and all stop together.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import time
 from collections.abc import Callable
@@ -30,7 +28,6 @@ import torch
 from torch.utils.data import DataLoader
 
 from seq2seq.checkpoint import count_parameters, load_model, read_checkpoint, restore, save_atomic, save_checkpoint
-from seq2seq.combine import combine_checkpoints
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate
@@ -273,63 +270,6 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         trainer.load_training_state(payload["training_state"])
         log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {trainer.state['best_bleu']:.2f})")
     return trainer
-
-
-def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | Path, model_config: ModelConfig,
-                  train_config: TrainConfig, tokenizer_config: TokenizerConfig, resume: bool = False,
-                  overwrite: bool = False, log: Callable[[str], None] = print,
-                  world: World = ONE_PROCESS) -> TrainResult:
-    """``train_config.members`` runs of one recipe, seeds seed, seed + 1, ..., each in OUTPUT_DIR/member-K with
-    its own best.pt and last.pt, one tokenizer for all; OUTPUT_DIR/best.pt is their ensemble (seq2seq.ensemble)
-    with the trust model fitted again on dev; ``max_minutes`` is the whole run's budget, shared equally. A
-    member that finished wrote member-K/result.json; ``resume`` skips it, continues the member that was cut
-    short and starts the ones not begun."""
-    output_dir = Path(output_dir)
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other")
-    folders = [output_dir / f"member-{k}" for k in range(1, train_config.members + 1)]
-    if resume and not any((folder / "last.pt").is_file() for folder in folders):
-        raise ConfigError(f"--resume: nothing to resume in {output_dir} (no member-K/last.pt)")
-    if not (resume or overwrite) and ((output_dir / "best.pt").exists() or (folders[0] / "last.pt").exists()):
-        raise ConfigError(f"{output_dir} already holds a training run; pass --resume to continue it, "
-                          "--overwrite to start over, or choose another --output-dir")
-    if overwrite and world.is_main:
-        (output_dir / "best.pt").unlink(missing_ok=True)
-        for folder in folders:
-            (folder / "result.json").unlink(missing_ok=True)
-    results: list[TrainResult] = []
-    tokenizer = None
-    for k, folder in enumerate(folders):
-        config = replace(train_config, members=1, seed=train_config.seed + k,
-                         max_minutes=train_config.max_minutes / len(folders))
-        if resume and (folder / "result.json").is_file():
-            results.append(TrainResult(**json.loads((folder / "result.json").read_text(encoding="utf-8"))))
-            log(f"member {k + 1}/{len(folders)} (seed {config.seed}) had finished: {folder}")
-            continue
-        trainer = build_trainer(train, dev, folder, model_config, config, tokenizer_config,
-                                resume and (folder / "last.pt").is_file(), overwrite, log, world, tokenizer=tokenizer)
-        if tokenizer is None:  # logged once the first model is built: a bad configuration is one line alone
-            log(f"{len(folders)} members, seeds {train_config.seed}..{train_config.seed + len(folders) - 1}, "
-                "decoded together as one ensemble")
-        log(f"member {k + 1}/{len(folders)}: seed {config.seed}, in {folder}")
-        tokenizer = trainer.tokenizer
-        results.append(trainer.fit())
-        if world.is_main:  # written whole or not at all: a half-written record would block --resume
-            (folder / "result.tmp").write_text(json.dumps(dataclasses.asdict(results[-1])) + "\n", encoding="utf-8")
-            (folder / "result.tmp").replace(folder / "result.json")
-    bleu = 0.0
-    if world.is_main:
-        payload, _ = combine_checkpoints([folder / "best.pt" for folder in folders], "ensemble", dev)
-        save_atomic(payload, output_dir / "best.pt")
-        model, tokenizer, _ = load_model(output_dir / "best.pt")
-        bleu = score_greedy(Recommender(model, tokenizer), dev)[0].bleu
-        log(f"{output_dir / 'best.pt'}: the ensemble of {len(folders)} members, dev BLEU {bleu:.2f} "
-            f"(members {', '.join(f'{r.best_bleu:.2f}' for r in results)})")
-    return TrainResult(best_bleu=world.broadcast(bleu), best_step=0,
-                       steps=sum(r.steps for r in results), epochs=sum(r.epochs for r in results),
-                       seconds=sum(r.seconds for r in results),
-                       tokens_per_second=sum(r.tokens_per_second for r in results) / len(results),
-                       stopped="members", parameters=sum(r.parameters for r in results))
 
 
 def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:

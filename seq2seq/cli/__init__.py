@@ -20,6 +20,7 @@ from seq2seq.cli.combine import add_combine_parsers, run_combine
 from seq2seq.cli.feedback import add_feedback_parser, run_feedback
 from seq2seq.cli.rul import add_rul_parser, run_rul
 from seq2seq.cli.translate import decode_workers, run_translate, search_config, search_flags
+from seq2seq.combine import train_members
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict, load_config_file
 from seq2seq.corpus import EMBEDDED_DATA, ParallelCorpus, read_parallel
 from seq2seq.distributed import World, process_group
@@ -32,7 +33,7 @@ from seq2seq.finetune import Start
 from seq2seq.recommender import SIMILAR, Recommender
 from seq2seq.serving.destinations import check_distinct
 from seq2seq.serving.incident_log import FORMATS
-from seq2seq.train import TrainResult, build_trainer, train_members
+from seq2seq.train import TrainResult, build_trainer
 
 MAX_SIMILAR = 100  # past cases per alert: a page of them, not the whole memory
 MAX_BATCH_SIZE = 100_000  # sentences read and decoded together: a chunk of stdin is held in memory
