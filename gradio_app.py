@@ -58,6 +58,11 @@ from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Gradio rebuilds a pandas table of its last 10,000 events after every event, for latency figures on its
+# API page: a cost per call that grows with the calls served, up to several ms (docs/serving.md). Once
+# every 1,000 events over the last 1,000 keeps those figures at a negligible cost.
+os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
+os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "1000")
 # Before torch loads OpenMP: idle threads sleep instead of spinning. On a shared machine spinning threads
 # fight the other processes for the cores (docs/serving.md).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -75,10 +80,10 @@ from seq2seq.serving.smoke import smoke_test
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
 MODEL_CONCURRENCY = 1  # two CPU cores: one engine or file job at a time, the rest wait in the queue
-# /recommend calls wait in their own threads for a shared decoder pass (seq2seq/serving/batcher.py), so a
+# /recommend calls wait on the event loop for a shared decoder pass (seq2seq/serving/batcher.py), so a
 # shift's worth run at once; beyond them QUEUE_SIZE more wait in Gradio's queue, then "busy" (gate.py).
 RECOMMEND_CONCURRENCY, QUEUE_CONCURRENCY, QUEUE_SIZE = 128, 2, 256
-MAX_THREADS = RECOMMEND_CONCURRENCY + 32  # Gradio's worker threads: every waiting /recommend call holds one
+MAX_THREADS = RECOMMEND_CONCURRENCY + 32  # Gradio counts every running event against it, coroutines too
 # Sessions whose state (each one's last recommendations) is kept, oldest dropped first: a program calling the
 # HTTP API without a session_hash makes a session per call, and Gradio's default keeps 10,000 of them.
 SESSIONS = 1000

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from gradio_client import Client, handle_file
-from support import launch, trained
+from support import launch, load_script, trained, trained_rul
 
 import gradio_app
 from seq2seq.config import SearchConfig
@@ -176,3 +176,30 @@ def test_the_direct_route_answers_busy_beyond_its_bound(recommender):
     for answer in answers:
         if answer.status_code == 503:
             assert answer.json()["detail"].startswith("busy: ") and int(answer.headers["retry-after"]) >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("client", ["lean", "httpx"])
+def test_the_load_test_runs_the_app_and_counts_every_call(client, tmp_path_factory, capsys):
+    root = tmp_path_factory.getbasetemp()
+    translator, rul = trained(root), trained_rul(root)
+    load_test = load_script("load_test")
+    assert load_test.main(["--model", str(translator.best), "--rul-model", str(rul.output_dir / "best.pt"),
+                           "--clients", "3", "--calls", "5", "--repeats", "1", "--searches", "greedy",
+                           "--client", client, "--max-seconds", "120"]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| greedy")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    # 3 clients x 5 calls, every 5th an empty alert: 12 answered, 3 refused in words; none lost, none wrong
+    assert cells[1] == "3 x 5" and float(cells[2].split()[0]) > 0
+    assert cells[5:9] == ["0", "0", "3", "0"]
+
+
+def test_gradio_rebuilds_its_table_of_past_events_rarely_and_over_few(recommender):
+    # After every event Gradio summarises its past events in a pandas table (for its API page): over the
+    # last 10,000 events after each one by default, a cost per call that grows with the calls served.
+    demo = gradio_app.build({"tiny": recommender}, None, [])
+    try:
+        assert demo._queue.ANAYLTICS_CACHE_FREQUENCY >= 1000
+        assert demo._queue.ANALYTICS_MAX_EVENTS <= 1000
+    finally:
+        demo.handlers.close()

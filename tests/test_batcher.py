@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -113,3 +114,52 @@ def test_a_batch_never_holds_more_alerts_than_its_bound_unless_one_request_does(
     assert sum(sizes) == 27 and max(sizes) <= 3 + 9  # a batch closes at the first request that reaches the bound
     with pytest.raises(ValueError, match="max_batch"):
         MicroBatcher(recommender, max_batch=0)
+
+
+def test_coroutines_waiting_together_get_their_one_by_one_answers_in_fewer_passes(recommender):
+    counting = CountingRecommender(recommender)
+    batcher = MicroBatcher(counting, max_wait_s=0.2)
+
+    async def all_together():
+        return await asyncio.gather(*(batcher.recommend_async(alerts, config, similar)
+                                      for alerts, config, similar in CALLS))
+
+    try:
+        answers = asyncio.run(all_together())
+    finally:
+        batcher.close()
+    for (alerts, config, similar), got in zip(CALLS, answers, strict=True):
+        assert_same(got, recommender.recommend(alerts, config, similar=similar))
+    assert counting.calls < len(CALLS) / 2
+    assert batcher.waiting == 0
+
+
+def test_a_caller_that_stops_waiting_has_its_alerts_left_undecoded(recommender):
+    decoded, release = [], threading.Event()
+
+    class Held(CountingRecommender):  # the first pass waits until released, so later calls queue behind it
+        def recommend(self, alerts, *args, **kwargs):
+            release.wait(timeout=30)
+            decoded.extend(alerts)
+            return super().recommend(alerts, *args, **kwargs)
+
+    batcher = MicroBatcher(Held(recommender), max_wait_s=0)
+
+    async def one_gives_up():
+        first = asyncio.ensure_future(batcher.recommend_async(["pump vibration high"]))
+        await asyncio.sleep(0.2)  # the first pass has started and holds the decoding thread
+        gone = asyncio.ensure_future(batcher.recommend_async(["belt worn"]))
+        kept = asyncio.ensure_future(batcher.recommend_async(["oil level low"]))
+        await asyncio.sleep(0.05)
+        gone.cancel()  # its client has gone
+        release.set()
+        return await first, await kept, await asyncio.gather(gone, return_exceptions=True)
+
+    try:
+        first, kept, (gone,) = asyncio.run(one_gives_up())
+    finally:
+        batcher.close()
+    assert isinstance(gone, asyncio.CancelledError)
+    assert [r.alert for r in first + kept] == ["pump vibration high", "oil level low"]
+    assert decoded == ["pump vibration high", "oil level low"]
+    assert batcher.waiting == 0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -105,9 +106,9 @@ def test_the_ui_searches_with_the_translators_own_default_when_no_beam_is_sent(r
     root, _, _, _ = recipe_run
     handlers = Handlers({"recipe": Recommender.from_checkpoint(root / "run" / "best.pt")}, None, [])
     try:
-        answer = handlers.recommend_direct([ALERTS[0]])
+        answer = asyncio.run(handlers.recommend_direct([ALERTS[0]]))
         assert (answer["beam_size"], answer["members"]) == (3, 2)
-        assert handlers.recommend_direct([ALERTS[0], None, 1])["beam_size"] == 1
+        assert asyncio.run(handlers.recommend_direct([ALERTS[0], None, 1]))["beam_size"] == 1
     finally:
         handlers.close()
 

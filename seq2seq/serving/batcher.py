@@ -1,9 +1,10 @@
 """Concurrent recommendation requests decoded together: a micro-batcher in front of a Recommender.
 
-The UI's ``/recommend`` calls run in many threads at once (one per waiting technician). Decoded one
-by one, each call pays for a whole decoder pass over a handful of alerts; decoded together, a pass
-serves up to ``max_batch`` alerts for little more than the cost of one (docs/serving.md). So each
-caller's thread hands its alerts to ``MicroBatcher.recommend`` and waits; one decoding thread takes
+The UI's ``/recommend`` calls arrive many at once (one per waiting technician). Decoded one by one,
+each call pays for a whole decoder pass over a handful of alerts; decoded together, a pass serves up
+to ``max_batch`` alerts for little more than the cost of one (docs/serving.md). So each caller hands
+its alerts to ``MicroBatcher.recommend`` (a thread, which blocks) or ``recommend_async`` (a coroutine
+on the server's event loop, which costs no thread per waiting call) and waits; one decoding thread takes
 every request that has arrived, waits at most ``max_wait_s`` for more while it has fewer than
 ``max_batch`` alerts, groups them by search settings (a beam-5 call never slows a greedy one's
 batch into a beam search) and decodes each group with one ``Recommender.recommend`` call.
@@ -11,15 +12,19 @@ batch into a beam search) and decodes each group with one ``Recommender.recommen
 The answers are the ones each request would get alone: ``Recommender.recommend`` decodes
 length-sorted batches whose hypotheses do not depend on their batch-mates (masking; tested), and
 past cases are the first ``similar`` of the group's largest ``similar``, which are the same cases in
-the same order (ties by memory order).
+the same order (ties by memory order). A coroutine cancelled while it waits (its client has gone)
+leaves its request behind, and a request left behind is not decoded.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from seq2seq.config import SearchConfig
@@ -38,6 +43,8 @@ class _Request:
     done: threading.Event = field(default_factory=threading.Event)
     answer: list[Recommendation] | None = None
     error: BaseException | None = None
+    on_done: Callable[[], None] | None = None  # called in the decoding thread once answered
+    abandoned: bool = False  # its caller stopped waiting: not decoded if still queued
 
 
 class MicroBatcher:
@@ -71,17 +78,41 @@ class MicroBatcher:
     def recommend(self, alerts: list[str], config: SearchConfig | None = None,
                   similar: int = SIMILAR) -> list[Recommendation]:
         """``Recommender.recommend(alerts, config, similar=similar)``, decoded with whatever else is waiting."""
+        request = self._submit(alerts, config, similar)
+        request.done.wait()
+        return _answer(request)
+
+    async def recommend_async(self, alerts: list[str], config: SearchConfig | None = None,
+                              similar: int = SIMILAR) -> list[Recommendation]:
+        """``recommend`` for a coroutine: waits on the event loop, not in a thread of its own."""
+        loop = asyncio.get_running_loop()
+        finished = loop.create_future()
+
+        def wake() -> None:
+            if not finished.done():  # cancelled meanwhile: nobody to wake
+                finished.set_result(None)
+
+        def notify() -> None:  # in the decoding thread
+            with contextlib.suppress(RuntimeError):  # the loop has closed: its caller is gone
+                loop.call_soon_threadsafe(wake)
+
+        request = self._submit(alerts, config, similar, notify)
+        try:
+            await finished
+        except asyncio.CancelledError:
+            request.abandoned = True
+            raise
+        return _answer(request)
+
+    def _submit(self, alerts: list[str], config: SearchConfig | None, similar: int,
+                on_done: Callable[[], None] | None = None) -> _Request:
         if not self._thread.is_alive():
             raise RuntimeError("the micro-batcher is closed")
-        request = _Request(list(alerts), config or self.recommender.search, similar)
+        request = _Request(list(alerts), config or self.recommender.search, similar, on_done=on_done)
         with self._lock:
             self._waiting += 1
         self._requests.put(request)
-        request.done.wait()
-        if request.error is not None:
-            raise request.error
-        assert request.answer is not None  # set whenever error is not
-        return request.answer
+        return request
 
     def close(self) -> None:
         """Answer what is queued, then stop the decoding thread."""
@@ -91,6 +122,11 @@ class MicroBatcher:
     def _serve(self) -> None:
         while (first := self._requests.get()) is not None:
             batch, stop = self._gather(first)
+            gone = [request for request in batch if request.abandoned]
+            if gone:
+                batch = [request for request in batch if not request.abandoned]
+                with self._lock:
+                    self._waiting -= len(gone)
             for config in dict.fromkeys(request.config for request in batch):
                 self._decode([request for request in batch if request.config == config], config)
             if stop:
@@ -129,3 +165,12 @@ class MicroBatcher:
             self._answered.append((time.monotonic(), len(requests)))
         for request in requests:
             request.done.set()
+            if request.on_done is not None:
+                request.on_done()
+
+
+def _answer(request: _Request) -> list[Recommendation]:
+    if request.error is not None:
+        raise request.error
+    assert request.answer is not None  # set whenever error is not
+    return request.answer

@@ -11,8 +11,8 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
   N s"}``, N from how many wait and how fast the app has been answering (``status()["retry_after_s"]``);
 - ``POST /api/recommend`` with ``{"data": [alerts, translator, beam size, n-best]}`` (the inputs of
   Gradio's ``/recommend``, the last three optional) answers in the one response with the JSON
-  ``/recommend`` returns, or ``{"error": "..."}`` (HTTP 400) for bad input. It runs the same handler
-  and micro-batcher in a worker thread, at most ``limit`` at once (beyond: the busy answer), without
+  ``/recommend`` returns, or ``{"error": "..."}`` (HTTP 400) for bad input. It awaits the same handler
+  and micro-batcher, at most ``limit`` at once (beyond: the busy answer), without
   Gradio's queue, event stream and per-call session: for programs that send many requests, where
   those cost more than the decoding (docs/serving.md measures both ways).
 """
@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
-
-import anyio
 
 Scope, Message = dict[str, Any], dict[str, Any]
 Receive, Send = Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]
@@ -39,10 +37,9 @@ class ServiceGate:
     """ASGI middleware: the health route and a readable "busy" answer; everything else passes through."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], status: Callable[[], dict],
-                 recommend: Callable[[Any], dict] | None = None, limit: int = 1) -> None:
+                 recommend: Callable[[Any], Awaitable[dict]] | None = None, limit: int = 1) -> None:
         self.app, self.status, self.recommend = app, status, recommend
         self.limit, self.running = limit, 0
-        self.threads = anyio.CapacityLimiter(limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "").rstrip("/")
@@ -73,7 +70,7 @@ class ServiceGate:
             return
         self.running += 1  # one event loop: no lock needed between the check and the count
         try:
-            answer = await anyio.to_thread.run_sync(self.recommend, inputs, limiter=self.threads)
+            answer = await self.recommend(inputs)
         except Refused as err:
             await _respond(send, 400, {"error": str(err)})
         else:

@@ -112,23 +112,24 @@ class Handlers:
         return replace(recommender.search, beam_size=max(beam, n), n_best=n)
 
     # Optional inputs default to None, which Gradio's API then marks optional: a program may leave them out.
-    def recommend(self, text: str, translator: str | None = None, beam_size: float | None = None,
-                  n_best: float | None = None):
-        return self._recommend(text, translator, beam_size, n_best, gr.Warning)
+    # A coroutine: each waiting call costs the event loop a future, not a worker thread (docs/serving.md).
+    async def recommend(self, text: str, translator: str | None = None, beam_size: float | None = None,
+                        n_best: float | None = None):
+        return await self._recommend(text, translator, beam_size, n_best, gr.Warning)
 
-    def recommend_direct(self, inputs: Any) -> dict[str, Any]:
+    async def recommend_direct(self, inputs: Any) -> dict[str, Any]:
         """POST /api/recommend (seq2seq/serving/gate.py): /recommend's inputs as a JSON list, its JSON back;
         a refusal is ``Refused`` with the same one-line message. Warnings are in the JSON, not shown."""
         if not isinstance(inputs, list) or not 1 <= len(inputs) <= 4:
             raise Refused("Send {\"data\": [alerts, translator, beam size, n-best]}: alerts required, the rest "
                           "optional.")
         try:
-            return self._recommend(*inputs, *[None] * (4 - len(inputs)), warn=lambda message: None)[0]
+            return (await self._recommend(*inputs, *[None] * (4 - len(inputs)), warn=lambda message: None))[0]
         except gr.Error as err:
             raise Refused(err.message) from None
 
-    def _recommend(self, text: Any, translator: str | None, beam_size: float | None, n_best: float | None,
-                   warn: Callable[[str], Any]):
+    async def _recommend(self, text: Any, translator: str | None, beam_size: float | None, n_best: float | None,
+                         warn: Callable[[str], Any]):
         translator = self.translator_name(translator)
         if text is not None and not isinstance(text, str):
             raise refusal(f"Alerts must be text, one per line (got {type(text).__name__}).")
@@ -141,7 +142,7 @@ class Handlers:
         recommender = self.translator(translator)
         search = self.search(recommender, beam_size, n_best, warn)
         with user_errors():
-            recommendations = self.batchers[translator].recommend(alerts, search)
+            recommendations = await self.batchers[translator].recommend_async(alerts, search)
         self.shown.remember(self.digests[translator], recommendations)
         for i, r in enumerate(recommendations, 1):
             if r.warning:
