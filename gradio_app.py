@@ -68,25 +68,17 @@ os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "1000")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import gradio as gr
-from starlette.middleware import Middleware
 
 from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
+from seq2seq.serving.app import QUEUE_CONCURRENCY, QUEUE_SIZE, RECOMMEND_CONCURRENCY, App
 from seq2seq.serving.feedback import VERDICTS, FeedbackStore
-from seq2seq.serving.gate import ServiceGate
 from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers
 from seq2seq.serving.requests import RawPayload
 from seq2seq.serving.smoke import smoke_test
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
 MODEL_CONCURRENCY = 1  # two CPU cores: one engine or file job at a time, the rest wait in the queue
-# /recommend calls wait on the event loop for a shared decoder pass (seq2seq/serving/batcher.py), so a
-# shift's worth run at once; beyond them QUEUE_SIZE more wait in Gradio's queue, then "busy" (gate.py).
-RECOMMEND_CONCURRENCY, QUEUE_CONCURRENCY, QUEUE_SIZE = 128, 2, 256
-MAX_THREADS = RECOMMEND_CONCURRENCY + 32  # Gradio counts every running event against it, coroutines too
-# Sessions whose state (each one's last recommendations) is kept, oldest dropped first: a program calling the
-# HTTP API without a session_hash makes a session per call, and Gradio's default keeps 10,000 of them.
-SESSIONS = 1000
 EXAMPLES = [
     ["hpc outlet temperature rising sharply"],
     ["hydraulic pressure drop and leakage"],
@@ -235,27 +227,6 @@ def _batch_tab(h: Handlers) -> None:
         lambda s: s.summary(), [state], [summary], api_name="batch_summary", api_visibility="private")
 
 
-class App(gr.Blocks):
-    """The page; launched, it also answers GET /health and POST /api/recommend and turns a full queue into
-    "busy, try again in N s" (seq2seq/serving/gate.py), for every launch: the app's, the smoke test's, the tests'."""
-
-    def __init__(self, handlers: Handlers, recommend_concurrency: int, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.handlers, self.recommend_concurrency = handlers, recommend_concurrency
-
-    def launch(self, *args, app_kwargs: dict | None = None, max_threads: int = MAX_THREADS,
-               state_session_capacity: int = SESSIONS, show_error: bool = True, **kwargs):
-        """Gradio's launch, with the gate; ``show_error``: an error Gradio itself raises on a request (a file
-        payload naming a path no one uploaded) reaches the caller as its message, not ``{"error": null}``;
-        the handlers' own errors are readable ``gr.Error``s either way."""
-        app_kwargs = dict(app_kwargs or {})
-        gate = Middleware(ServiceGate, status=lambda: self.handlers.health(len(self._queue)),
-                          recommend=self.handlers.recommend_direct, limit=self.recommend_concurrency)
-        app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), gate]
-        return super().launch(*args, app_kwargs=app_kwargs, max_threads=max_threads,
-                              state_session_capacity=state_session_capacity, show_error=show_error, **kwargs)
-
-
 def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, engines: list[Engine],
           feedback: FeedbackStore | None = None, queue_size: int = QUEUE_SIZE,
           recommend_concurrency: int = RECOMMEND_CONCURRENCY) -> App:
@@ -273,7 +244,10 @@ def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, en
             _batch_tab(handlers)
         # A write, not a model call: its own slot, no limit (records are serialised by the store).
         gr.api(handlers.feedback, api_name="feedback", concurrency_limit=None)
-    demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY, max_size=queue_size, api_open=False)
+    # Queue positions go to waiting callers once a second: on every event's start (Gradio's default) a burst of
+    # N callers costs N^2 / 2 messages.
+    demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY, max_size=queue_size, api_open=False,
+               status_update_rate=1)
     return demo
 
 

@@ -5,11 +5,12 @@
 
 The 100 engines of ``train_FD001.txt`` are dealt (seeded, fixed) into 5 folds of 20. For a fold, every
 run trains on the other 80 exactly as one member of ``seq2seq rul train`` with ``rul.members`` does
-(``seq2seq.rul.train.train_member``: preprocessing fitted on the 80, the seed's own 20 of them held
-out for selection); the fold's 20 engines are then cut 10, 25, ..., 145 cycles before failure, as
-the official test files cut theirs, and scored (RMSE, PHM08 score; RUL capped at the config's cap).
-The ensemble of seeds s..s+K-1 (``--members`` K) is what the recipe with seed s and K members
-trains, so "ensemble" columns are that recipe's figures, one per starting seed that fits.
+(``seq2seq.rul.train.train_on_engines`` with a shared preprocessor: preprocessing fitted on the 80,
+the seed's own 20 of them held out for selection); the fold's 20 engines are then cut 10, 25, ...,
+145 cycles before failure, as the official test files cut theirs, and scored (RMSE, PHM08 score;
+RUL capped at the config's cap). The ensemble of seeds s..s+K-1 (``--members`` K) is what the
+recipe with seed s and K members trains, so "ensemble" columns are that recipe's figures, one per
+starting seed that fits.
 
 A variant is ``NAME[:KEY=VALUE,...]`` over the base config's ``rul`` section. Runs are kept in
 OUTPUT_DIR/VARIANT/foldF/seedS (predictions in ``scores.json``) and not redone. Selection: this
@@ -34,7 +35,7 @@ from seq2seq.config import RulConfig, from_dict, load_config_file
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.evaluate import phm08_score, predict, rmse
 from seq2seq.rul.preprocess import Preprocessor, windows_before_failure
-from seq2seq.rul.train import load_rul_checkpoint, train_member
+from seq2seq.rul.train import load_rul_checkpoint, train_on_engines
 
 ROOT = Path(__file__).resolve().parent.parent
 FD001 = ROOT.parent / "shared" / "data" / "cmapss" / "train_FD001.txt"
@@ -69,7 +70,7 @@ def run_one(engines: list, config: RulConfig, fold: int, folder: Path) -> dict:
     train, report = fold_engines(engines, fold)
     preprocessor = Preprocessor.fit(train, config)
     start = time.monotonic()
-    result = train_member(train, preprocessor, config, folder, log=lambda line: None)
+    result, _ = train_on_engines(train, config, folder, lambda line: None, preprocessor)
     model, _, _ = load_rul_checkpoint(folder / "best.pt")
     windows = windows_before_failure(report, preprocessor, config, CUTS)
     predicted = predict(model, windows.x, windows.mask).rul

@@ -49,7 +49,7 @@ from torch.utils.data import DataLoader
 from torch.utils.flop_counter import FlopCounterMode
 
 from seq2seq.attention import ATTENTION_NAMES, is_luong
-from seq2seq.cli import configs
+from seq2seq.cli.train import configs
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.data import collate

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from seq2seq.attention import ATTENTION_NAMES
-from seq2seq.cli import configs
+from seq2seq.cli.train import configs
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.evaluate import evaluate_corpus
@@ -51,7 +51,7 @@ def parse_args() -> argparse.Namespace:
 
 def config_args(config: str, attention: str, minutes: float) -> argparse.Namespace:
     """The same precedence as ``seq2seq train --config FILE --attention NAME --max-minutes M``."""
-    from seq2seq.cli import OVERRIDES
+    from seq2seq.cli.train import OVERRIDES
 
     values = dict.fromkeys(OVERRIDES)
     values.update(config=config, attention=attention, max_minutes=minutes, device="cpu")

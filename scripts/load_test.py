@@ -224,14 +224,15 @@ def serve_floor(port: int) -> None:
     """A page with a no-op /recommend of the app's inputs, concurrency and queue: Gradio's own cost."""
     import gradio as gr
 
-    import gradio_app
+    import gradio_app  # noqa: F401 (its environment settings for Gradio, as the app runs with)
+    from seq2seq.serving.app import MAX_THREADS, QUEUE_SIZE, RECOMMEND_CONCURRENCY
 
     with gr.Blocks(analytics_enabled=False) as demo:
         inputs = [gr.Textbox(), gr.Textbox(), gr.Number(), gr.Number()]
         gr.Button().click(lambda text, *_: {"alerts": [text]}, inputs, gr.JSON(), api_name="recommend",
-                          concurrency_limit=gradio_app.RECOMMEND_CONCURRENCY)
-    demo.queue(max_size=gradio_app.QUEUE_SIZE, api_open=False)
-    demo.launch(server_name="127.0.0.1", server_port=port, max_threads=gradio_app.MAX_THREADS,
+                          concurrency_limit=RECOMMEND_CONCURRENCY)
+    demo.queue(max_size=QUEUE_SIZE, api_open=False)
+    demo.launch(server_name="127.0.0.1", server_port=port, max_threads=MAX_THREADS,
                 app_kwargs={"middleware": [Middleware(ServiceGate, status=lambda: {"status": "ok"})]})
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -94,6 +95,24 @@ def cpu_weights(module: nn.Module) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().cpu() for name, tensor in module.state_dict().items()}
 
 
+def members_weights(members: list[nn.Module]) -> dict[str, Any]:
+    """The payload's weights of one model or of an ensemble's members: the first's are ``weights``, the others'
+    ``ensemble_weights``, so that a single model's file is what it always was."""
+    others = {"ensemble_weights": [cpu_weights(m) for m in members[1:]]} if len(members) > 1 else {}
+    return {"weights": cpu_weights(members[0]), **others}
+
+
+def load_members(path: str | Path, payload: dict[str, Any], first: ModuleT, build: Callable[[], ModuleT],
+                 what: str) -> list[ModuleT]:
+    """``first`` (its ``weights`` loaded) and one model per entry of ``ensemble_weights``, each made by
+    ``build()`` and loaded strictly: [first] for a single model."""
+    others = payload.get("ensemble_weights", [])
+    if not isinstance(others, list):
+        raise CheckpointError(f"{path}: ensemble_weights must be a list of members' weights")
+    return [first, *[load_weights(path, build(), weights, f"{what} (member {k})")
+                     for k, weights in enumerate(others, 2)]]
+
+
 def count_parameters(module: nn.Module) -> int:
     """Trainable parameters, tied weights counted once."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
@@ -130,14 +149,8 @@ def restore(payload: dict[str, Any], path: str | Path) -> tuple[Seq2Seq | Ensemb
                               f"{tokenizer.tgt_vocab_size}) do not match the model "
                               f"({config.src_vocab_size}, {config.tgt_vocab_size})")
     model = load_weights(path, model, payload["weights"], "model config")
-    others = payload.get("ensemble_weights", [])
-    if not isinstance(others, list):
-        raise CheckpointError(f"{path}: ensemble_weights must be a list of members' weights")
-    if not others:
-        return model, tokenizer
-    members = [load_weights(path, build_model(config), weights, f"model config (member {k})")
-               for k, weights in enumerate(others, 2)]
-    return Ensemble([model, *members]), tokenizer
+    members = load_members(path, payload, model, lambda: build_model(config), "model config")
+    return (Ensemble(members) if len(members) > 1 else model), tokenizer
 
 
 def search_defaults(payload: dict[str, Any], path: str | Path) -> SearchConfig:

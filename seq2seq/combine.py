@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from seq2seq.checkpoint import cpu_weights, load_model, save_atomic
+from seq2seq.checkpoint import load_model, members_weights, save_atomic
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.distributed import ONE_PROCESS, World
@@ -50,9 +50,7 @@ def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemb
         combined = Ensemble(members)
     result: dict[str, Any] = {key: value for key, value in payload.items() if key not in ("ensemble_weights", "memory")}
     result.update(training_state={}, combined_from={"how": how, "inputs": [Path(p).name for p in paths]},
-                  weights=cpu_weights(members[0] if isinstance(combined, Ensemble) else combined))
-    if isinstance(combined, Ensemble):
-        result["ensemble_weights"] = [cpu_weights(member) for member in members[1:]]
+                  **members_weights(members if isinstance(combined, Ensemble) else [combined]))
     memory, trust = read_memory(payload, first_path)
     if memory is not None:
         if dev is not None:

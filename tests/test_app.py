@@ -25,6 +25,7 @@ from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.preprocess import HEALTH_STATES
+from seq2seq.serving import app as serving_app
 from seq2seq.serving import smoke
 from seq2seq.serving.handlers import MAX_ALERTS, Handlers
 from seq2seq.serving.incident_log import read_columns
@@ -260,7 +261,7 @@ def test_engine_and_file_jobs_share_one_slot_recommend_calls_share_decoder_passe
                for name in ("engine_health", "translate_file"))
     recommend = model_calls["recommend"]  # many at once, each waiting for a shared pass (seq2seq/serving/batcher.py)
     assert recommend.concurrency_id == "recommend" and recommend.concurrency_limit == gradio_app.RECOMMEND_CONCURRENCY
-    assert gradio_app.MAX_THREADS > gradio_app.RECOMMEND_CONCURRENCY
+    assert serving_app.MAX_THREADS > gradio_app.RECOMMEND_CONCURRENCY
     assert demo._queue.max_size == gradio_app.QUEUE_SIZE
     demo.handlers.close()
 

@@ -1,4 +1,5 @@
-"""``seq2seq translate``: alerts on stdin -> recommendations on stdout, or a whole file with --input."""
+"""``seq2seq translate``: alerts on stdin -> recommendations on stdout, or a whole file with --input;
+``seq2seq evaluate``: the same decoding of a parallel file, scored."""
 
 from __future__ import annotations
 
@@ -7,22 +8,75 @@ import json
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import TextIO
 
 from tqdm import tqdm
 
+from seq2seq.cli.common import read_corpus, whole_number
 from seq2seq.config import MAX_BEAM_SIZE, SearchConfig, resolve_device
 from seq2seq.distributed import launched_size, process_group
 from seq2seq.errors import ConfigError
+from seq2seq.evaluate import score_recommendations, selective_scores
 from seq2seq.fast.threads import one_core_workers, worker_count
-from seq2seq.files import LongLine, bounded_lines, decode_line
-from seq2seq.recommender import Recommender
+from seq2seq.files import LongLine, bounded_lines, decode_line, make_folder, open_binary
+from seq2seq.recommender import SIMILAR, Recommender
 from seq2seq.serving.batch import FileJob
+from seq2seq.serving.destinations import check_distinct
+from seq2seq.serving.incident_log import FORMATS
 from seq2seq.serving.sharding import translate_shared
 from seq2seq.serving.views import translation_json
 
+MAX_SIMILAR = 100  # past cases per alert: a page of them, not the whole memory
+MAX_BATCH_SIZE = 100_000  # sentences read and decoded together: a chunk of stdin is held in memory
 HEATMAP_CHUNK_ROWS = 64  # a PNG takes a while: smaller chunks keep the bar moving and a kill cheap
 FILE_OPTIONS = ("output", "column", "format", "attention_out", "heatmaps", "resume")  # of translate --input
+
+
+def add_search_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a checkpoint written by seq2seq train (best.pt)")
+    p.add_argument("--beam-size", type=int, help="1 = greedy; default: the model's (its config's search section, "
+                   "else greedy)")
+    p.add_argument("--length-penalty", type=float, help="default: the model's, else 1.0")
+    p.add_argument("--max-length-ratio", type=float, help="default: the model's, else 3.0")
+    p.add_argument("--batch-size", type=whole_number(1, MAX_BATCH_SIZE), default=64, help="sentences decoded together")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
+    p.add_argument("--quantize", action="store_true",
+                   help="int8 weights for the linear and GRU layers: faster on a CPU, BLEU moves a little "
+                        "(docs/benchmarks.md)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="batches decoded at once in threads of one core each (files and evaluate; default: "
+                        "one per core on a CPU, 1 on CUDA)")
+
+
+def add_file_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", help="translate this file (.csv/.tsv/.jsonl with a column of alerts, or .txt)")
+    p.add_argument("--output", help="the input's rows with recommendation, score and error added")
+    p.add_argument("--column", help="alert column or key (default: source, else problem, else the only one)")
+    p.add_argument("--format", choices=FORMATS, help="of the input, when its extension does not say")
+    p.add_argument("--attention-out", help="JSONL file: source pieces, target pieces and attention per row")
+    p.add_argument("--heatmaps", help="folder for one attention heatmap PNG per translated row")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted --output (and its companions)")
+
+
+def add_translate_parsers(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("translate", help="alerts on stdin, one per line -> recommendations on stdout; "
+                                              "or a whole file with --input/--output")
+    add_search_arguments(p)
+    p.add_argument("--n-best", type=int, default=1, help="N tab-separated 'recommendation<TAB>score' pairs")
+    p.add_argument("--json", action="store_true", help="one JSON object per input line: recommendation, score, "
+                   "trust, verdict and the most similar past cases")
+    p.add_argument("--similar", type=whole_number(0, MAX_SIMILAR), default=SIMILAR,
+                   help=f"past cases per alert with --json (default {SIMILAR})")
+    add_file_arguments(p)
+    p = commands.add_parser("evaluate", help="BLEU, chrF and TER (sacrebleu) of a model on a parallel file")
+    add_search_arguments(p)
+    p.add_argument("--data", required=True)
+    p.add_argument("--data-target", help="plain-text target file aligned with --data")
+    p.add_argument("--source-column")
+    p.add_argument("--target-column")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--hypotheses", help="also write the translations to this file")
 
 
 def search_flags(args: argparse.Namespace, n_best: int = 1) -> dict[str, float]:
@@ -142,3 +196,39 @@ def run_translate(args: argparse.Namespace) -> int:
 def decode_workers(args: argparse.Namespace) -> int:
     """--workers, 0 = one per intra-op thread on a CPU (``seq2seq.fast.threads``)."""
     return worker_count(args.workers, resolve_device(args.device))
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """Under torchrun each process translates a contiguous share of the sources; rank 0 scores them all."""
+    search_flags(args)
+    if args.hypotheses:
+        reads = {"--data": args.data, "--data-target": args.data_target, "--model": args.model}
+        check_distinct({option: Path(path) for option, path in reads.items() if path}, {"--hypotheses":
+                       Path(args.hypotheses)}, None)
+    corpus = read_corpus(args.data, args.data_target, args)
+    sources = [example.source for example in corpus.examples]
+    workers = decode_workers(args)
+    with process_group(args.device) as world, one_core_workers(workers):
+        recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize, workers)
+        config = search_config(args, recommender.search)
+        share = recommender.recommend(sources[world.share(len(sources), args.batch_size)], config, args.batch_size)
+        recommendations = [r for part in world.gather_object(share) for r in part]
+    if not world.is_main:
+        return 0
+    scores = score_recommendations(recommendations, corpus)
+    truncated = sum(1 for r in recommendations if r.warning and "truncated" in r.warning)
+    if truncated:
+        print(f"warning: {args.data}: {truncated} alerts truncated to the model's limit", file=sys.stderr)
+    if args.hypotheses:
+        make_folder(Path(args.hypotheses).parent)
+        with open_binary(Path(args.hypotheses), "wb") as file:
+            file.write("".join(r.text + "\n" for r in recommendations).encode("utf-8"))
+    if args.json:
+        print(json.dumps({**scores.to_json(), "beam_size": config.beam_size, "length_penalty": config.length_penalty,
+                          "skipped": len(corpus.skipped),
+                          "selective": selective_scores(recommendations, corpus)}))
+    else:
+        print(scores.summary())
+        for name, signature in scores.signature.items():
+            print(f"  {name}: {signature}")
+    return 0

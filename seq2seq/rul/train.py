@@ -32,7 +32,7 @@ from torch import Tensor
 from torch.utils.data import TensorDataset
 from tqdm import tqdm
 
-from seq2seq.checkpoint import count_parameters, cpu_weights, load_weights, read_payload, save_atomic
+from seq2seq.checkpoint import count_parameters, load_members, load_weights, members_weights, read_payload, save_atomic
 from seq2seq.config import RulConfig, from_dict, resolve_device
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
 from seq2seq.files import make_folder
@@ -91,8 +91,7 @@ def save_rul_checkpoint(path: str | Path, model: RulModel | RulEnsemble, config:
         "config": dataclasses.asdict(config),
         "n_features": model.n_features,
         "preprocessor": preprocessor_state,
-        "weights": cpu_weights(members[0]),
-        **({"ensemble_weights": [cpu_weights(m) for m in members[1:]]} if len(members) > 1 else {}),
+        **members_weights(members),
     }, path)
 
 
@@ -110,13 +109,8 @@ def load_rul_checkpoint(path: str | Path) -> tuple[RulModel | RulEnsemble, RulCo
     model = load_weights(path, model, payload["weights"], "config")
     if not isinstance(payload["preprocessor"], dict):
         raise CheckpointError(f"{path}: preprocessor must be an object, got {type(payload['preprocessor']).__name__}")
-    others = payload.get("ensemble_weights", [])
-    if not isinstance(others, list):
-        raise CheckpointError(f"{path}: ensemble_weights must be a list of members' weights")
-    if others:
-        model = RulEnsemble([model, *[load_weights(path, build_rul_model(config, n_features), weights,
-                                                   f"config (member {k})") for k, weights in enumerate(others, 2)]])
-    return model.eval(), config, payload["preprocessor"]
+    members = load_members(path, payload, model, lambda: build_rul_model(config, n_features), "config")
+    return (RulEnsemble(members) if len(members) > 1 else model).eval(), config, payload["preprocessor"]
 
 
 def _train_epoch(model: RulModel, data: TensorDataset, optimizer: torch.optim.Optimizer, config: RulConfig,
@@ -230,7 +224,7 @@ def train_members(engines: list[Engine], config: RulConfig, output_dir: Path,
                                      max_minutes=config.max_minutes / config.members)
         log(f"member {k + 1}/{config.members}: seed {member.seed}")
         folder = Path(output_dir) / f"member-{k + 1}"
-        results.append(train_member(engines, preprocessor, member, folder, log))
+        results.append(train_on_engines(engines, member, folder, log, preprocessor)[0])
         members.append(load_rul_checkpoint(folder / "best.pt")[0])
     save_rul_checkpoint(Path(output_dir) / "best.pt", RulEnsemble(members), config, preprocessor.state_dict())
     rmses = [r.best_rmse for r in results]
@@ -241,20 +235,12 @@ def train_members(engines: list[Engine], config: RulConfig, output_dir: Path,
                           stopped="members")
 
 
-def train_member(engines: list[Engine], preprocessor: Preprocessor, config: RulConfig, output_dir: Path,
-                 log: Callable[[str], None] = print) -> RulTrainResult:
-    """One member of ``train_members``: ``config.seed`` picks its validation engines, ``preprocessor`` is shared."""
+def train_on_engines(engines: list[Engine], config: RulConfig, output_dir: Path, log: Callable[[str], None] = print,
+                     preprocessor: Preprocessor | None = None) -> tuple[RulTrainResult, RulWindows]:
+    """Hold out ``config.seed``'s validation engines and train; returns (result, validation windows). The
+    preprocessing is fitted on the training engines only, unless a shared ``preprocessor`` is given (members)."""
     train, valid = split_engines(engines, config)
-    log(f"{len(train)} training and {len(valid)} validation engines")
-    return train_rul(training_set(train, preprocessor, config), truncated_windows(valid, preprocessor, config),
-                     config, preprocessor.n_features, output_dir, preprocessor.state_dict(), log)
-
-
-def train_on_engines(engines: list[Engine], config: RulConfig, output_dir: Path,
-                     log: Callable[[str], None] = print) -> tuple[RulTrainResult, RulWindows]:
-    """Split, fit the preprocessing on the training engines only, train; returns (result, validation windows)."""
-    train, valid = split_engines(engines, config)
-    preprocessor = Preprocessor.fit(train, config)
+    preprocessor = preprocessor or Preprocessor.fit(train, config)
     log(f"{len(train)} training and {len(valid)} validation engines, {preprocessor.n_features} of 21 sensors kept")
     valid_windows = truncated_windows(valid, preprocessor, config)
     result = train_rul(training_set(train, preprocessor, config), valid_windows, config, preprocessor.n_features,

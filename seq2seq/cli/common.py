@@ -1,0 +1,32 @@
+"""What several commands share: a bounded whole-number flag, and reading a parallel file with its warning."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from seq2seq.corpus import ParallelCorpus, read_parallel
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type`` for a flag that is no config field: a whole number in [low, high]; anything
+    else is argparse's one-line error. (Config fields are checked by their records: ``config.RANGES``.)"""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], got {value}")
+        return value
+
+    return parse
+
+
+def read_corpus(path: str, target: str | None, args: argparse.Namespace) -> ParallelCorpus:
+    corpus = read_parallel(path, args.source_column, args.target_column, target)
+    if corpus.skipped:
+        print(f"warning: {corpus.summary()}", file=sys.stderr)
+    return corpus

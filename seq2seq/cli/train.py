@@ -1,0 +1,157 @@
+"""``seq2seq train``: flags and a config file make the run's configs; one run, K members, or a fine-tuning."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from seq2seq.attention import ATTENTION_NAMES
+from seq2seq.checkpoint import count_parameters, with_search_defaults
+from seq2seq.cli.common import read_corpus
+from seq2seq.combine import train_members
+from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict, load_config_file
+from seq2seq.corpus import EMBEDDED_DATA, ParallelCorpus
+from seq2seq.distributed import World, process_group
+from seq2seq.errors import ConfigError
+from seq2seq.fast.precision import PRECISIONS
+from seq2seq.finetune import Start
+from seq2seq.train import TrainResult, build_trainer
+
+# CLI flag -> (config section, field); flags left unset keep the config file's value or the default.
+OVERRIDES = {
+    "attention": ("model", "attention"), "embed_size": ("model", "embed_size"),
+    "encoder_hidden": ("model", "encoder_hidden"), "decoder_hidden": ("model", "decoder_hidden"),
+    "layers": ("model", "num_layers"), "dropout": ("model", "dropout"),
+    "input_feeding": ("model", "input_feeding"), "tie_embeddings": ("model", "tie_embeddings"),
+    "epochs": ("train", "epochs"), "max_minutes": ("train", "max_minutes"), "device": ("train", "device"),
+    "precision": ("train", "precision"),
+    "seed": ("train", "seed"), "batch_tokens": ("train", "batch_tokens"), "learning_rate": ("train", "learning_rate"),
+    "schedule": ("train", "schedule"), "label_smoothing": ("train", "label_smoothing"),
+    "teacher_forcing": ("train", "teacher_forcing"), "patience": ("train", "patience"),
+    "vocab_size": ("tokenizer", "vocab_size"), "separate_vocab": ("tokenizer", "joint"),
+}
+FLAG_NAMES = {"input_feeding": "--no-input-feeding"}  # flags whose dest is not their name
+
+
+def add_train_parser(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("train", help="train a translator (default data: the embedded corpus)")
+    p.add_argument("--train", help="training pairs: .tsv/.csv (header), .jsonl, or a plain-text source file")
+    p.add_argument("--dev", help="development pairs for validation (same formats)")
+    p.add_argument("--train-target", help="plain-text target file aligned with --train")
+    p.add_argument("--dev-target", help="plain-text target file aligned with --dev")
+    p.add_argument("--source-column", help="source column or key (default: source, or problem)")
+    p.add_argument("--target-column", help="target column or key (default: target, or action)")
+    p.add_argument("--output-dir", required=True, help="where best.pt, last.pt and metrics.jsonl go")
+    p.add_argument("--config", help="JSON file with sections model, train, tokenizer")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in OUTPUT_DIR/last.pt")
+    p.add_argument("--overwrite", action="store_true", help="replace a finished or stopped run in OUTPUT_DIR")
+    p.add_argument("--init-from", help="fine-tune this checkpoint (best.pt): its weights, tokenizer and model "
+                   "configuration, with its training pairs mixed in (e.g. corrections from seq2seq feedback export)")
+    p.add_argument("--no-replay", dest="replay", action="store_false",
+                   help="with --init-from: train on --train alone, without the checkpoint's training pairs")
+    p.add_argument("--attention", choices=ATTENTION_NAMES)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--max-minutes", type=float, help="stop (and save) after this much wall-clock time")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="matrix products in: auto (fp16 on CUDA, fp32 on a CPU), fp32, bf16 (CUDA, or a CPU "
+                        "with AVX512-BF16/AMX), fp16 (CUDA)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--batch-tokens", type=int)
+    p.add_argument("--learning-rate", type=float)
+    p.add_argument("--schedule", choices=("plateau", "warmup"))
+    p.add_argument("--label-smoothing", type=float)
+    p.add_argument("--teacher-forcing", type=float, help="probability of feeding the gold token (1 = always)")
+    p.add_argument("--patience", type=int, help="validations without improvement before stopping")
+    p.add_argument("--embed-size", type=int)
+    p.add_argument("--encoder-hidden", type=int, help="per direction")
+    p.add_argument("--decoder-hidden", type=int)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--dropout", type=float)
+    p.add_argument("--no-input-feeding", dest="input_feeding", action="store_const", const=False)
+    p.add_argument("--tie-embeddings", action="store_const", const=True)
+    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--separate-vocab", action="store_const", const=False, help="one vocabulary per side")
+
+
+def settings(args: argparse.Namespace) -> dict[tuple[str, str], tuple[Any, str]]:
+    """(section, field) -> (value, where it was set) for each field the config file or a flag sets."""
+    found: dict[tuple[str, str], tuple[Any, str]] = {}
+    if args.config:
+        for name, values in load_config_file(args.config).items():
+            if name in ("model", "train", "tokenizer"):
+                if not isinstance(values, dict):
+                    raise ConfigError(f"{args.config}: section {name} must be an object of {name} fields")
+                found.update({(name, key): (value, f"{args.config}: {name}.{key}") for key, value in values.items()})
+    for flag, (section, key) in OVERRIDES.items():
+        if getattr(args, flag) is not None:
+            found[section, key] = getattr(args, flag), FLAG_NAMES.get(flag, "--" + flag.replace("_", "-"))
+    return found
+
+
+def configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, TokenizerConfig]:
+    sections: dict[str, dict[str, Any]] = {"model": {}, "train": {}, "tokenizer": {}}
+    for (section, key), (value, _) in settings(args).items():
+        sections[section][key] = value
+    where = args.config or "options"
+    return (from_dict(ModelConfig, sections["model"], f"{where}: model"),
+            from_dict(TrainConfig, sections["train"], f"{where}: train"),
+            from_dict(TokenizerConfig, sections["tokenizer"], f"{where}: tokenizer"))
+
+
+def search_section(args: argparse.Namespace) -> SearchConfig | None:
+    """The config file's search section (tuned on dev): best.pt carries it as its search defaults."""
+    section = load_config_file(args.config).get("search") if args.config else None
+    return None if section is None else from_dict(SearchConfig, section, f"{args.config}: search")
+
+
+def run_train(args: argparse.Namespace) -> int:
+    model_config, train_config, tokenizer_config = configs(args)
+    search = search_section(args)
+    start = Start.load(args.init_from) if args.init_from else None
+    if start is not None:  # read before OUTPUT_DIR is touched: --overwrite may delete the file it names
+        start.check_kept(settings(args))
+    elif not args.replay:
+        raise ConfigError("--no-replay needs --init-from (a fresh run has nothing to replay)")
+    if start is not None and train_config.members > 1:
+        raise ConfigError(f"train.members is {train_config.members} with --init-from: fine-tuning makes one model "
+                          "(members 1)")
+    train = read_corpus(args.train or str(EMBEDDED_DATA / "train.tsv"), args.train_target, args)
+    dev = read_corpus(args.dev or str(EMBEDDED_DATA / "dev.tsv"), args.dev_target, args)
+    with process_group(train_config.device) as world:  # a world of one without torchrun
+        log = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
+        train, cases = start.corpora(train, args.replay, log) if start else (train, None)
+        if train_config.members > 1:
+            result = train_members(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
+                                   args.resume, args.overwrite, log, world)
+        else:
+            result = train_one(args, train, dev, model_config, train_config, tokenizer_config, start, cases, log, world)
+        best = Path(args.output_dir) / "best.pt"
+        if world.is_main and search is not None and best.is_file():
+            with_search_defaults(best, search)
+            log(f"{best}: search defaults {search}")
+        if world.is_main:
+            print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
+    return 0
+
+
+def train_one(args: argparse.Namespace, train: ParallelCorpus, dev: ParallelCorpus, model_config: ModelConfig,
+              train_config: TrainConfig, tokenizer_config: TokenizerConfig, start: Start | None,
+              cases: ParallelCorpus | None, log: Callable[[str], None], world: World) -> TrainResult:
+    """One run (a fresh one, a resumed one, or a fine-tuning of ``start``)."""
+    trainer = build_trainer(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
+                            args.resume, args.overwrite, log, world,
+                            (start.model, start.tokenizer) if start else None, cases)
+    log(f"{args.train or 'embedded corpus'}: {trainer.train_set.summary()}")
+    model = trainer.model
+    log(f"training {model.config.attention} ({count_parameters(model):,} parameters) "
+        f"on {len(trainer.train_set)} pairs, validating on {len(dev.examples)}, device {trainer.device}")
+    if world.size > 1:
+        log(f"{world.size} processes ({world.backend}): each trains on 1/{world.size} of every epoch's batches; "
+            "rank 0 validates and writes the checkpoints")
+    return trainer.fit()
