@@ -79,6 +79,7 @@ class TrainConfig:
     max_target_length: int = 100  # pieces; longer training targets are skipped and counted
     subword_alpha: float = 0.0  # > 0: each epoch's training pairs in freshly sampled pieces (tokenizer.sample_options)
     members: int = 1  # runs of this recipe with seeds seed, seed + 1, ...; > 1: best.pt is their ensemble
+    forget_tolerance: float = 1.0  # --init-from: dev BLEU best.pt may give up to learn the new pairs (train.py)
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -149,7 +150,8 @@ RANGES: dict[str, dict[str, str]] = {
         "weight_decay": "[0, 10]", "warmup_steps": "[0, 1000000000]", "plateau_patience": COUNT,
         "min_learning_rate": "[0, 10]", "clip_grad_norm": "(0, inf)", "label_smoothing": "[0, 1)",
         "teacher_forcing": "[0, 1]", "patience": COUNT, "validate_every": "[0, 1000000000]", "seed": SEED,
-        "max_target_length": "[1, 10000]", "members": "[1, 64]", "subword_alpha": "[0, 1]"},
+        "max_target_length": "[1, 10000]", "members": "[1, 64]", "subword_alpha": "[0, 1]",
+        "forget_tolerance": "[0, 100]"},
     "SearchConfig": {
         "beam_size": f"[1, {MAX_BEAM_SIZE}]", "n_best": "[1, beam_size]", "length_penalty": "[0, 5]",
         "max_length_ratio": "[0, 10]", "max_length_extra": "[0, 1000]"},

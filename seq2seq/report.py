@@ -29,13 +29,16 @@ class TrainingReport:
         bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(nll, 50)):.2f}", tok_s=f"{rate:.0f}", refresh=False)
 
     def validation(self, state: dict[str, Any], scores: Scores, example: str, learning_rate: float,
-                   rate: float) -> None:
-        """Append the validation to metrics.jsonl and log it."""
+                   rate: float, learned: float | None = None) -> None:
+        """Append the validation to metrics.jsonl and log it (``learned``: a fine-tuning run's share of its new
+        pairs answered exactly)."""
         record = {"epoch": state["epoch"], "step": state["step"], "dev_bleu": round(scores.bleu, 2),
                   "dev_chrf": round(scores.chrf, 2), "best_bleu": round(state["best_bleu"], 2),
                   "lr": learning_rate, "target_tokens_per_s": round(rate, 1),
-                  "train_seconds": round(state["train_seconds"], 1), "example": example}
+                  "train_seconds": round(state["train_seconds"], 1), "example": example,
+                  **({"learned": round(learned, 4)} if learned is not None else {})}
         with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+        new = f", new pairs learned {learned:.0%}" if learned is not None else ""
         self.log(f"step {state['step']} epoch {state['epoch']}: dev BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}"
-                 f" (best {state['best_bleu']:.2f}) lr {record['lr']:.2e} {rate:.0f} target tok/s")
+                 f"{new} (best {state['best_bleu']:.2f}) lr {record['lr']:.2e} {rate:.0f} target tok/s")

@@ -1,5 +1,7 @@
 """The training loop: epochs of token-budget batches, validation by greedy dev BLEU, early stopping, a
-wall-clock budget, best/last checkpoints and exact resume. Its parts: ``seq2seq.optimizer`` makes one
+wall-clock budget, best/last checkpoints and exact resume. A fine-tuning run (``--init-from``) chooses
+its best.pt by what it learned of its new pairs, within a tolerance of its start's dev BLEU
+(``Trainer.selection_key``). Its parts: ``seq2seq.optimizer`` makes one
 update (AdamW, schedule, mixed precision, clipping, DDP), ``seq2seq.report`` tells (progress bar,
 log, metrics.jsonl), ``seq2seq.checkpoint`` writes the files.
 
@@ -40,7 +42,7 @@ from seq2seq.model import Seq2Seq, build_model
 from seq2seq.optimizer import TrainStep
 from seq2seq.recommender import Recommender
 from seq2seq.report import TrainingReport
-from seq2seq.tokenizer import Tokenizer
+from seq2seq.tokenizer import Tokenizer, normalize
 
 SAMPLING_SEED_STRIDE = 100_003  # epoch e of seed s samples its pieces from s x this + e
 RANK_SEED_STRIDE = 1000  # under torchrun, process r draws dropout and teacher forcing from seed + r x this
@@ -63,10 +65,13 @@ class Trainer:
 
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, train_set: ParallelDataset,
                  dev: ParallelCorpus, config: TrainConfig, output_dir: Path, device: torch.device,
-                 log: Callable[[str], None], world: World = ONE_PROCESS, cases: ParallelCorpus | None = None) -> None:
-        """``cases``: the training pairs kept in best.pt as its case memory when training ends."""
+                 log: Callable[[str], None], world: World = ONE_PROCESS, cases: ParallelCorpus | None = None,
+                 learn: ParallelCorpus | None = None) -> None:
+        """``cases``: the training pairs kept in best.pt as its case memory when training ends. ``learn``: a
+        fine-tuning run's new pairs, which then choose best.pt with dev BLEU (``selection_key``)."""
         self.model, self.tokenizer, self.train_set, self.dev = model.to(device), tokenizer, train_set, dev
         self.cases = cases
+        self.learn = sorted({(e.source, normalize(e.target)) for e in learn.examples}) if learn else None
         self.config, self.output_dir, self.device, self.log, self.world = config, output_dir, device, log, world
         self.update = TrainStep(self.model, config, device, world)
         self.report = TrainingReport(output_dir, log, world.is_main)
@@ -76,7 +81,7 @@ class Trainer:
                                          generator=self.batch_generator)
         self.state: dict[str, Any] = {"epoch": 0, "batches_done": 0, "step": 0, "best_bleu": -1.0,
                                       "best_step": 0, "bad_validations": 0, "train_tokens": 0,
-                                      "train_seconds": 0.0}
+                                      "train_seconds": 0.0, "best_learned": -1.0, "bleu_floor": None}
         self.epoch_start_generator = self.batch_generator.get_state()
 
     # -- checkpoints -----------------------------------------------------------------------
@@ -92,7 +97,7 @@ class Trainer:
         self.epoch_start_generator = saved["epoch_start_generator"]
         self.forcing_generator.set_state(saved["forcing_generator"])
         torch.set_rng_state(saved["torch_rng"])
-        self.state = {key: saved[key] for key in self.state}
+        self.state = {key: saved.get(key, default) for key, default in self.state.items()}  # older: no learned
 
     def save(self, name: str) -> None:
         """Write OUTPUT_DIR/name (rank 0 only: the others hold the same weights)."""
@@ -103,6 +108,8 @@ class Trainer:
     def fit(self) -> TrainResult:
         started = time.monotonic()
         deadline = started + 60 * self.config.max_minutes if self.config.max_minutes > 0 else math.inf
+        if self.learn is not None and self.state["bleu_floor"] is None:
+            self.measure_start()
         try:
             stopped = self.run_epochs(deadline)
         except KeyboardInterrupt:
@@ -193,21 +200,50 @@ class Trainer:
         """
         scores, hypotheses = self.score_dev() if self.world.is_main else (None, [])
         bleu = self.world.broadcast(scores.bleu if scores else 0.0)
+        learned = self.world.broadcast(self.learned_share() if self.world.is_main else 0.0) if self.learn else None
         state = self.state
-        improved = bleu > state["best_bleu"]
+        improved = self.selection_key(bleu, learned) > self.selection_key(state["best_bleu"], state["best_learned"])
         if improved:
-            state.update(best_bleu=bleu, best_step=state["step"], bad_validations=0)
+            state.update(best_bleu=bleu, best_step=state["step"], bad_validations=0,
+                         best_learned=-1.0 if learned is None else learned)
         else:
             state["bad_validations"] += 1
         self.update.validated(bleu)
         rate = self.tokens_per_second()
         if scores is not None:
             self.report.validation(state, scores, hypotheses[0] if hypotheses else "", self.update.learning_rate,
-                                   rate)
+                                   rate, learned)
             if improved:
                 self.save("best.pt")
             self.save("last.pt")
         return "early stopping" if state["bad_validations"] >= self.config.patience else ""
+
+    def selection_key(self, bleu: float, learned: float | None) -> tuple[float, ...]:
+        """What best.pt maximises: dev BLEU; in a fine-tuning run (``learn``), the share of its new pairs
+        reproduced exactly, among checkpoints within ``forget_tolerance`` of the start's dev BLEU (the most
+        corrections learned without forgetting), else dev BLEU when none is."""
+        if self.learn is None:
+            return (bleu,)
+        within = bleu >= self.state["bleu_floor"]
+        return (1.0, learned or 0.0, bleu) if within else (0.0, bleu, learned or 0.0)
+
+    def measure_start(self) -> None:
+        """A fine-tuning run's starting point: its dev BLEU, less the tolerance, is the floor of best.pt's."""
+        scores, _ = self.score_dev() if self.world.is_main else (None, [])
+        bleu = self.world.broadcast(scores.bleu if scores else 0.0)
+        learned = self.world.broadcast(self.learned_share() if self.world.is_main else 0.0)
+        self.state["bleu_floor"] = bleu - self.config.forget_tolerance
+        self.log(f"start: dev BLEU {bleu:.2f}, {learned:.0%} of the {len(self.learn or [])} new pairs answered "
+                 f"exactly; best.pt: the most of them learned with dev BLEU at least {self.state['bleu_floor']:.2f}")
+
+    def learned_share(self) -> float:
+        """The share of ``learn``'s distinct pairs whose greedy answer is their target (normalised)."""
+        assert self.learn is not None
+        answers = Recommender(self.model, self.tokenizer, self.device).translate(
+            [source for source, _ in self.learn], SearchConfig(beam_size=1), batch_size=128)
+        self.model.train()
+        return sum(normalize(answer) == target for answer, (_, target) in zip(answers, self.learn, strict=True)) \
+            / len(self.learn)
 
     def score_dev(self) -> tuple[Scores, list[str]]:
         scores, hypotheses = score_greedy(Recommender(self.model, self.tokenizer, self.device), self.dev)
@@ -225,7 +261,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
                   train_config: TrainConfig, tokenizer_config: TokenizerConfig, resume: bool = False,
                   overwrite: bool = False, log: Callable[[str], None] = print, world: World = ONE_PROCESS,
                   init: tuple[Seq2Seq, Tokenizer] | None = None, cases: ParallelCorpus | None = None,
-                  tokenizer: Tokenizer | None = None) -> Trainer:
+                  tokenizer: Tokenizer | None = None, learn: ParallelCorpus | None = None) -> Trainer:
     """A fresh trainer (tokenizer trained on ``train``), or the one saved in OUTPUT_DIR/last.pt.
 
     An existing run is never replaced silently: ``resume`` continues it, ``overwrite`` starts over.
@@ -233,6 +269,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     ``init``: start from this model and tokenizer (``seq2seq.finetune``) instead of new ones, whose
     configurations then go unused. ``cases``: the pairs best.pt keeps as its case memory (default ``train``).
     ``tokenizer``: a fresh run's tokenizer, instead of one trained on ``train`` (the members of one recipe share it).
+    ``learn``: a fine-tuning run's new pairs, which best.pt is chosen to have learned (``Trainer.selection_key``).
     """
     output_dir = Path(output_dir)
     last = output_dir / "last.pt"
@@ -265,7 +302,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     train_set = ParallelDataset(train.examples, tokenizer, model.config.max_source_length,
                                 train_config.max_target_length)
     trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world,
-                      train if cases is None else cases)
+                      train if cases is None else cases, learn)
     if payload is not None:
         trainer.load_training_state(payload["training_state"])
         log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {trainer.state['best_bleu']:.2f})")

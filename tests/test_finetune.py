@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from support import TINY_PAIRS, assert_one_line_error, run_cli, trained, trained_rul, tsv
 
 from seq2seq.checkpoint import read_checkpoint, save_atomic
+from seq2seq.config import TrainConfig
 from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.finetune import NEW_SHARE, Start
 from seq2seq.recommender import Recommender
 from seq2seq.serving.feedback import Feedback, FeedbackStore
+from seq2seq.tokenizer import normalize
+from seq2seq.train import Trainer, score_greedy
 
 CORRECTIONS = [("pump vibration high", "replace pump coupling"), ("fan speed low", "check fan motor relay")]
 
@@ -146,3 +151,32 @@ def test_train_recognises_alert_and_action_columns(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text(tsv(TINY_PAIRS[:3], header=("alert", "action")), encoding="utf-8")
     assert [(e.source, e.target) for e in read_parallel(path).examples] == list(TINY_PAIRS[:3])
+
+
+def test_a_fine_tuning_run_prefers_corrections_learned_within_the_tolerance_then_dev_bleu():
+    run = SimpleNamespace(learn=[("pump vibration high", "replace pump coupling")], state={"bleu_floor": 20.0})
+    key = lambda bleu, learned: Trainer.selection_key(run, bleu, learned)  # noqa: E731
+    assert key(20.5, 0.9) > key(25.0, 0.5)  # within the tolerance: more corrections learned wins
+    assert key(22.0, 0.9) > key(21.0, 0.9)  # then dev BLEU
+    assert key(20.0, 0.0) > key(19.9, 1.0)  # anything within beats anything that forgot more
+    assert key(19.0, 0.0) > key(18.0, 1.0)  # below it, dev BLEU alone
+    ordinary = SimpleNamespace(learn=None, state={})
+    assert Trainer.selection_key(ordinary, 21.0, None) > Trainer.selection_key(ordinary, 20.0, None)
+
+
+def test_a_fine_tuning_run_s_best_pt_is_the_validation_that_learned_most_within_the_tolerance(run, corrections,
+                                                                                              tmp_path):
+    result = fine_tune(run, corrections, tmp_path / "run", "--epochs", "4", "--learning-rate", "0.01")
+    assert result.status == 0, result.stderr
+    assert "start: dev BLEU" in result.stderr
+    start = score_greedy(Recommender.from_checkpoint(run.best), read_parallel(run.data.dev))[0].bleu
+    floor = start - TrainConfig().forget_tolerance
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and all(0 <= r["learned"] <= 1 for r in records)
+    ranked = [((1, r["learned"], r["dev_bleu"]) if r["dev_bleu"] >= floor else (0, r["dev_bleu"], r["learned"]), -i)
+              for i, r in enumerate(records)]
+    expected = records[-max(ranked)[1]]  # the first of the best: a later equal one is no improvement
+    assert json.loads(result.stdout.splitlines()[-1])["best_step"] == expected["step"]
+    answers = Recommender.from_checkpoint(tmp_path / "run" / "best.pt").translate([a for a, _ in CORRECTIONS])
+    learned = sum(normalize(text) == normalize(fix) for text, (_, fix) in zip(answers, CORRECTIONS, strict=True))
+    assert learned / len(CORRECTIONS) == pytest.approx(expected["learned"])

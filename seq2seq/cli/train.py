@@ -125,12 +125,14 @@ def run_train(args: argparse.Namespace) -> int:
     dev = read_corpus(args.dev or str(EMBEDDED_DATA / "dev.tsv"), args.dev_target, args)
     with process_group(train_config.device) as world:  # a world of one without torchrun
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
+        new = train  # a fine-tuning run's new pairs: best.pt is the checkpoint that learned the most of them
         train, cases = start.corpora(train, args.replay, log) if start else (train, None)
         if train_config.members > 1:
             result = train_members(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
                                    args.resume, args.overwrite, log, world)
         else:
-            result = train_one(args, train, dev, model_config, train_config, tokenizer_config, start, cases, log, world)
+            result = train_one(args, train, dev, model_config, train_config, tokenizer_config, start, cases, log, world,
+                               new if start else None)
         best = Path(args.output_dir) / "best.pt"
         if world.is_main and search is not None and best.is_file():
             with_search_defaults(best, search)
@@ -142,11 +144,12 @@ def run_train(args: argparse.Namespace) -> int:
 
 def train_one(args: argparse.Namespace, train: ParallelCorpus, dev: ParallelCorpus, model_config: ModelConfig,
               train_config: TrainConfig, tokenizer_config: TokenizerConfig, start: Start | None,
-              cases: ParallelCorpus | None, log: Callable[[str], None], world: World) -> TrainResult:
-    """One run (a fresh one, a resumed one, or a fine-tuning of ``start``)."""
+              cases: ParallelCorpus | None, log: Callable[[str], None], world: World,
+              learn: ParallelCorpus | None = None) -> TrainResult:
+    """One run (a fresh one, a resumed one, or a fine-tuning of ``start`` to ``learn`` its new pairs)."""
     trainer = build_trainer(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
                             args.resume, args.overwrite, log, world,
-                            (start.model, start.tokenizer) if start else None, cases)
+                            (start.model, start.tokenizer) if start else None, cases, learn=learn)
     log(f"{args.train or 'embedded corpus'}: {trainer.train_set.summary()}")
     model = trainer.model
     log(f"training {model.config.attention} ({count_parameters(model):,} parameters) "
