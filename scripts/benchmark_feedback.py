@@ -10,7 +10,9 @@ reference as what the technician did; ``seq2seq feedback export`` writes them as
 ``seq2seq train --init-from MODEL --train corrections.tsv --dev DEV`` fine-tunes (with replay of the
 checkpoint's training pairs). Reported: the share of the corrected alerts whose greedy answer is now
 the correction (the target: at least 90%), the dev BLEU before and after (target: moves by at most
-1 point), the top past case of each corrected alert, and the fine-tuning time. Figures: docs/feedback.md.
+1 point; the fine-tuning run also selects its best.pt on DEV, so BLEU is given as well on the pairs of
+--alerts whose alerts were not corrected, which no run has seen), the top past case of each corrected
+alert, and the fine-tuning time. Figures: docs/feedback.md.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from seq2seq.cli import main as cli
 from seq2seq.config import SearchConfig
-from seq2seq.corpus import read_parallel
+from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.evaluate import evaluate_corpus
 from seq2seq.recommender import Recommender
 from seq2seq.serving.feedback import Feedback, FeedbackStore
@@ -53,8 +55,9 @@ def learned(model: Path, corrections: list[tuple[str, str, str]]) -> tuple[float
     return given / len(corrections), shown / len(corrections)
 
 
-def dev_bleu(model: Path, dev: str) -> float:
-    return evaluate_corpus(Recommender.from_checkpoint(model), read_parallel(dev), SearchConfig())[0].bleu
+def dev_bleu(model: Path, dev: str | ParallelCorpus) -> float:
+    corpus = read_parallel(dev) if isinstance(dev, str) else dev
+    return evaluate_corpus(Recommender.from_checkpoint(model), corpus, SearchConfig())[0].bleu
 
 
 def main() -> None:
@@ -84,11 +87,19 @@ def main() -> None:
     seconds = time.perf_counter() - started
     given, shown = learned(run / "best.pt", corrections)
     before, after = dev_bleu(Path(args.model), args.dev), dev_bleu(run / "best.pt", args.dev)
+    corrected = {alert for alert, _, _ in corrections}
+    alerts = read_parallel(args.alerts)
+    others = ParallelCorpus(alerts.path, [e for e in alerts.examples if e.source not in corrected], [])
+    others_before, others_after = dev_bleu(Path(args.model), others), dev_bleu(run / "best.pt", others)
     print(json.dumps({"corrections": len(corrections), "train_options": args.train_options,
                       "corrected_answer_before": before_given, "corrected_answer_after": given,
                       "correction_top_case_before": before_shown, "correction_top_case_after": shown,
                       "dev_bleu_before": round(before, 2), "dev_bleu_after": round(after, 2),
-                      "dev_bleu_change": round(after - before, 2), "fine_tuning_seconds": round(seconds, 1)}))
+                      "dev_bleu_change": round(after - before, 2), "uncorrected_alerts": len(others.examples),
+                      "uncorrected_bleu_before": round(others_before, 2),
+                      "uncorrected_bleu_after": round(others_after, 2),
+                      "uncorrected_bleu_change": round(others_after - others_before, 2),
+                      "fine_tuning_seconds": round(seconds, 1)}))
 
 
 if __name__ == "__main__":
