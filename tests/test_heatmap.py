@@ -29,3 +29,11 @@ def test_one_figure_per_candidate_in_order():
     rec = Recommendation("pump vibration high", ["a", "b", "</s>"], [candidate(3, 3, "x"), candidate(2, 3, "y")])
     figures = recommendation_figures(rec)
     assert [f.axes[0].get_title() for f in figures] == ["1. x", "2. y"]
+
+
+def test_a_long_recommendation_s_title_wraps_within_its_figure():
+    text = " ".join(["replace"] * 40)
+    figure = heatmap_figure(["\u2581pump", "</s>"], candidate(3, 2, text))
+    lines = figure.axes[0].get_title().split("\n")
+    assert len(lines) > 1 and " ".join(lines) == text
+    assert max(len(line) for line in lines) <= 12 * figure.get_figwidth()

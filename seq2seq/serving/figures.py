@@ -7,6 +7,8 @@ the UI can show the returned figure and a test can inspect its axes.
 
 from __future__ import annotations
 
+import textwrap
+
 from matplotlib.figure import Figure
 
 from seq2seq.recommender import Candidate, Recommendation
@@ -28,14 +30,16 @@ def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | 
         columns, rows = [piece_label(p) for p in source_pieces], [piece_label(p) for p in candidate.target_pieces]
         unit = "pieces"
     height, width = weights.shape
-    figure = Figure(figsize=(max(4.0, 0.55 * width + 2.0), max(2.5, 0.4 * height + 1.5)), layout="constrained")
+    inches = max(4.0, 0.55 * width + 2.0)
+    figure = Figure(figsize=(inches, max(2.5, 0.4 * height + 1.5)), layout="constrained")
     axes = figure.add_subplot()
     image = axes.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
     axes.set_xticks(range(width), labels=columns, rotation=60, ha="right")
     axes.set_yticks(range(height), labels=rows)
     axes.set_xlabel(f"alert {unit}")
     axes.set_ylabel(f"recommendation {unit}")
-    axes.set_title(title or candidate.text, fontsize=9)
+    # A long recommendation wraps, or its title runs past a narrow figure's edges (9 pt: ~12 characters an inch)
+    axes.set_title(textwrap.fill(title or candidate.text, width=int(12 * inches)), fontsize=9)
     figure.colorbar(image, ax=axes, label="attention weight")
     return figure
 
