@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.utils.data import TensorDataset
 
 from seq2seq.checkpoint import save_atomic
 from seq2seq.config import RulConfig
 from seq2seq.errors import CheckpointError
 from seq2seq.rul.evaluate import RulScores, evaluate_windows, phm08_score, predict, rmse
 from seq2seq.rul.model import RulOutput, build_rul_model
-from seq2seq.rul.train import load_rul_checkpoint, rul_loss, save_rul_checkpoint, train_rul
+from seq2seq.rul.train import _train_epoch, load_rul_checkpoint, rul_loss, save_rul_checkpoint, train_rul
 
 F = 2
 W = 8
@@ -237,3 +238,32 @@ def test_training_is_deterministic_for_a_seed(tmp_path):
     second, _, _ = load_rul_checkpoint(tmp_path / "b" / "last.pt")
     for (name, a), (_, b) in zip(first.state_dict().items(), second.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
+
+
+def test_noise_jitters_the_real_cycles_of_each_training_batch_afresh_and_leaves_padding(tmp_path):
+    data = toy_degradation(64, seed=10)
+    seen = []
+
+    class Watching(torch.nn.Module):  # the model, recording the windows it is trained on
+        def __init__(self, model):
+            super().__init__()
+            self.model, self.n_features = model, model.n_features
+
+        def forward(self, x, mask):
+            seen.append((x.clone(), mask.clone()))
+            return self.model(x, mask)
+
+    config = replace(TOY, epochs=2, batch_size=64, noise=0.5)
+    model = Watching(build_rul_model(config, F))
+    dataset = TensorDataset(data.x, data.mask, data.rul, data.health)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.0)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        _train_epoch(model, dataset, optimizer, config, generator, math.inf, "epoch")
+    (first, mask), (second, _) = seen[0], seen[1]
+    replay = torch.Generator().manual_seed(0)  # the epoch's order, then its batch's draws, from the one generator
+    order = torch.randperm(64, generator=replay)
+    expected = data.x[order] + 0.5 * torch.randn(first.shape, generator=replay) * data.mask[order].unsqueeze(-1)
+    torch.testing.assert_close(first, expected)
+    assert torch.equal(first[~mask], torch.zeros_like(first[~mask]))  # padding untouched
+    assert not torch.allclose(first[mask], second[mask])  # each batch its own draws

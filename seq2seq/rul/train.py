@@ -124,6 +124,9 @@ def _train_epoch(model: RulModel, data: TensorDataset, optimizer: torch.optim.Op
     with tqdm(total=n, desc=desc, unit="win", leave=False, mininterval=1.0) as bar:
         for index in order.split(config.batch_size):
             x, mask, rul, health = data[index]
+            if config.noise > 0:  # fresh each batch: the model never sees one window's readings twice
+                jitter = torch.randn(x.shape, generator=generator).to(x.device)  # (B, W, F)
+                x = x + config.noise * jitter * mask.unsqueeze(-1)  # padding stays 0
             loss, parts = rul_loss(model(x, mask), rul, health, config)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
