@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from seq2seq.checkpoint import load_model
-from seq2seq.config import from_dict
+from seq2seq.config import SearchConfig, from_dict
 from seq2seq.corpus import Example, ParallelCorpus
 from seq2seq.errors import ConfigError
 from seq2seq.model import Seq2Seq
-from seq2seq.recommender import read_memory
-from seq2seq.tokenizer import Tokenizer
+from seq2seq.recommender import Recommender, read_memory
+from seq2seq.tokenizer import Tokenizer, normalize
 
 NEW_SHARE = 0.1  # the new pairs' least share of a replaying run's training pairs (by repetition)
 
@@ -81,3 +81,25 @@ class Start:
             f"of {self.path}")
         return ParallelCorpus(new.path, [*new.examples * repeats, *self.old], new.skipped), cases
 
+
+@dataclass(frozen=True)
+class Learning:
+    """A fine-tuning run's new pairs, and how they choose its best.pt: the checkpoint that answers the most
+    of them exactly, among those whose dev BLEU is at least a floor (the start's, less ``forget_tolerance``:
+    the most corrections learned without forgetting); dev BLEU when none is."""
+
+    pairs: tuple[tuple[str, str], ...]  # distinct (alert, normalised action)
+
+    @classmethod
+    def of(cls, new: ParallelCorpus) -> Learning:
+        return cls(tuple(sorted({(e.source, normalize(e.target)) for e in new.examples})))
+
+    def share(self, recommender: Recommender) -> float:
+        """The share of the pairs whose greedy answer is their action (normalised)."""
+        answers = recommender.translate([alert for alert, _ in self.pairs], SearchConfig(beam_size=1), batch_size=128)
+        return sum(normalize(a) == action for a, (_, action) in zip(answers, self.pairs, strict=True)) / len(self.pairs)
+
+    @staticmethod
+    def key(bleu: float, learned: float, floor: float) -> tuple[float, ...]:
+        """What best.pt maximises, given a validation's dev BLEU and share learned."""
+        return (1.0, learned, bleu) if bleu >= floor else (0.0, bleu, learned)

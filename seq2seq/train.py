@@ -1,7 +1,7 @@
 """The training loop: epochs of token-budget batches, validation by greedy dev BLEU, early stopping, a
 wall-clock budget, best/last checkpoints and exact resume. A fine-tuning run (``--init-from``) chooses
 its best.pt by what it learned of its new pairs, within a tolerance of its start's dev BLEU
-(``Trainer.selection_key``). Its parts: ``seq2seq.optimizer`` makes one
+(``seq2seq.finetune.Learning``). Its parts: ``seq2seq.optimizer`` makes one
 update (AdamW, schedule, mixed precision, clipping, DDP), ``seq2seq.report`` tells (progress bar,
 log, metrics.jsonl), ``seq2seq.checkpoint`` writes the files.
 
@@ -38,11 +38,12 @@ from seq2seq.errors import ConfigError
 from seq2seq.evaluate import Scores, fit_case_memory, score_corpus
 from seq2seq.fast.precision import autocast_dtype
 from seq2seq.files import make_folder
+from seq2seq.finetune import Learning
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.optimizer import TrainStep
 from seq2seq.recommender import Recommender
 from seq2seq.report import TrainingReport
-from seq2seq.tokenizer import Tokenizer, normalize
+from seq2seq.tokenizer import Tokenizer
 
 SAMPLING_SEED_STRIDE = 100_003  # epoch e of seed s samples its pieces from s x this + e
 RANK_SEED_STRIDE = 1000  # under torchrun, process r draws dropout and teacher forcing from seed + r x this
@@ -68,10 +69,10 @@ class Trainer:
                  log: Callable[[str], None], world: World = ONE_PROCESS, cases: ParallelCorpus | None = None,
                  learn: ParallelCorpus | None = None) -> None:
         """``cases``: the training pairs kept in best.pt as its case memory when training ends. ``learn``: a
-        fine-tuning run's new pairs, which then choose best.pt with dev BLEU (``selection_key``)."""
+        fine-tuning run's new pairs, which then choose best.pt with dev BLEU (``finetune.Learning``)."""
         self.model, self.tokenizer, self.train_set, self.dev = model.to(device), tokenizer, train_set, dev
         self.cases = cases
-        self.learn = sorted({(e.source, normalize(e.target)) for e in learn.examples}) if learn else None
+        self.learning = Learning.of(learn) if learn else None
         self.config, self.output_dir, self.device, self.log, self.world = config, output_dir, device, log, world
         self.update = TrainStep(self.model, config, device, world)
         self.report = TrainingReport(output_dir, log, world.is_main)
@@ -108,7 +109,7 @@ class Trainer:
     def fit(self) -> TrainResult:
         started = time.monotonic()
         deadline = started + 60 * self.config.max_minutes if self.config.max_minutes > 0 else math.inf
-        if self.learn is not None and self.state["bleu_floor"] is None:
+        if self.learning is not None and self.state["bleu_floor"] is None:
             self.measure_start()
         try:
             stopped = self.run_epochs(deadline)
@@ -198,9 +199,7 @@ class Trainer:
 
         Under torchrun rank 0 translates the dev set and sends its BLEU to the others, which wait.
         """
-        scores, hypotheses = self.score_dev() if self.world.is_main else (None, [])
-        bleu = self.world.broadcast(scores.bleu if scores else 0.0)
-        learned = self.world.broadcast(self.learned_share() if self.world.is_main else 0.0) if self.learn else None
+        scores, hypotheses, bleu, learned = self.measure()
         state = self.state
         improved = self.selection_key(bleu, learned) > self.selection_key(state["best_bleu"], state["best_learned"])
         if improved:
@@ -219,31 +218,28 @@ class Trainer:
         return "early stopping" if state["bad_validations"] >= self.config.patience else ""
 
     def selection_key(self, bleu: float, learned: float | None) -> tuple[float, ...]:
-        """What best.pt maximises: dev BLEU; in a fine-tuning run (``learn``), the share of its new pairs
-        reproduced exactly, among checkpoints within ``forget_tolerance`` of the start's dev BLEU (the most
-        corrections learned without forgetting), else dev BLEU when none is."""
-        if self.learn is None:
+        """What best.pt maximises: dev BLEU, or in a fine-tuning run ``finetune.Learning.key``."""
+        if self.learning is None:
             return (bleu,)
-        within = bleu >= self.state["bleu_floor"]
-        return (1.0, learned or 0.0, bleu) if within else (0.0, bleu, learned or 0.0)
+        return self.learning.key(bleu, learned or 0.0, self.state["bleu_floor"])
+
+    def measure(self) -> tuple[Scores | None, list[str], float, float | None]:
+        """Rank 0's greedy dev scores and hypotheses; on every process their BLEU and, in a fine-tuning run,
+        the share of its new pairs learned."""
+        scores, hypotheses = self.score_dev() if self.world.is_main else (None, [])
+        bleu = self.world.broadcast(scores.bleu if scores else 0.0)
+        if self.learning is None:
+            return scores, hypotheses, bleu, None
+        share = self.learning.share(Recommender(self.model, self.tokenizer, self.device)) if scores else 0.0
+        self.model.train()
+        return scores, hypotheses, bleu, self.world.broadcast(share)
 
     def measure_start(self) -> None:
         """A fine-tuning run's starting point: its dev BLEU, less the tolerance, is the floor of best.pt's."""
-        scores, _ = self.score_dev() if self.world.is_main else (None, [])
-        bleu = self.world.broadcast(scores.bleu if scores else 0.0)
-        learned = self.world.broadcast(self.learned_share() if self.world.is_main else 0.0)
+        _, _, bleu, learned = self.measure()
         self.state["bleu_floor"] = bleu - self.config.forget_tolerance
-        self.log(f"start: dev BLEU {bleu:.2f}, {learned:.0%} of the {len(self.learn or [])} new pairs answered "
+        self.log(f"start: dev BLEU {bleu:.2f}, {learned:.0%} of the {len(self.learning.pairs)} new pairs answered "
                  f"exactly; best.pt: the most of them learned with dev BLEU at least {self.state['bleu_floor']:.2f}")
-
-    def learned_share(self) -> float:
-        """The share of ``learn``'s distinct pairs whose greedy answer is their target (normalised)."""
-        assert self.learn is not None
-        answers = Recommender(self.model, self.tokenizer, self.device).translate(
-            [source for source, _ in self.learn], SearchConfig(beam_size=1), batch_size=128)
-        self.model.train()
-        return sum(normalize(answer) == target for answer, (_, target) in zip(answers, self.learn, strict=True)) \
-            / len(self.learn)
 
     def score_dev(self) -> tuple[Scores, list[str]]:
         scores, hypotheses = score_greedy(Recommender(self.model, self.tokenizer, self.device), self.dev)

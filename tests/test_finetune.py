@@ -13,7 +13,7 @@ from support import TINY_PAIRS, assert_one_line_error, run_cli, trained, trained
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.config import TrainConfig
 from seq2seq.corpus import ParallelCorpus, read_parallel
-from seq2seq.finetune import NEW_SHARE, Start
+from seq2seq.finetune import NEW_SHARE, Learning, Start
 from seq2seq.recommender import Recommender
 from seq2seq.serving.feedback import Feedback, FeedbackStore
 from seq2seq.tokenizer import normalize
@@ -154,13 +154,13 @@ def test_train_recognises_alert_and_action_columns(tmp_path):
 
 
 def test_a_fine_tuning_run_prefers_corrections_learned_within_the_tolerance_then_dev_bleu():
-    run = SimpleNamespace(learn=[("pump vibration high", "replace pump coupling")], state={"bleu_floor": 20.0})
+    run = SimpleNamespace(learning=Learning.of(ParallelCorpus(Path("c.tsv"), [], [])), state={"bleu_floor": 20.0})
     key = lambda bleu, learned: Trainer.selection_key(run, bleu, learned)  # noqa: E731
     assert key(20.5, 0.9) > key(25.0, 0.5)  # within the tolerance: more corrections learned wins
     assert key(22.0, 0.9) > key(21.0, 0.9)  # then dev BLEU
     assert key(20.0, 0.0) > key(19.9, 1.0)  # anything within beats anything that forgot more
     assert key(19.0, 0.0) > key(18.0, 1.0)  # below it, dev BLEU alone
-    ordinary = SimpleNamespace(learn=None, state={})
+    ordinary = SimpleNamespace(learning=None, state={})
     assert Trainer.selection_key(ordinary, 21.0, None) > Trainer.selection_key(ordinary, 20.0, None)
 
 
