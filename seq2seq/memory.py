@@ -117,8 +117,11 @@ class CaseMemory:
         found = []
         for alert in alerts:  # one query at a time: measured faster than one gather for a whole batch
             similarity = np.clip(self._similarity(self.alert_vector(normalize(alert))), 0.0, 1.0)[self._alert_row]
-            top = np.argpartition(-similarity, k - 1)[:k]  # the k most similar, unordered
-            best = top[np.lexsort((top, -similarity[top]))]  # most similar first, ties by memory order
+            # Every case at least as similar as the k-th, ties included: argpartition alone would keep an
+            # arbitrary few of many equally similar cases, and a correction (first in memory) could lose.
+            kth = similarity[np.argpartition(-similarity, k - 1)[k - 1]]
+            top = np.flatnonzero(similarity >= kth)
+            best = top[np.lexsort((top, -similarity[top]))][:k]  # most similar first, ties by memory order
             found.append([Case(self.alerts[j], self.actions[j], float(similarity[j])) for j in best.tolist()])
         return found
 

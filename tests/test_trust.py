@@ -42,6 +42,20 @@ def test_neighbours_are_sorted_distinct_and_as_many_as_asked(memory):
     assert memory.nearest(["pump vibration high"], 100)[0].__len__() == len(TINY_PAIRS)
 
 
+def test_equally_similar_cases_come_in_memory_order_even_beyond_the_k_shown():
+    # One alert answered many ways, as MaintNet repeats them: a correction, first in memory, must be shown
+    # first, however many old cases tie with it.
+    alerts = [f"filler alert {i}" for i in range(4000)]
+    actions = [f"did thing {i}" for i in range(4000)]
+    at = list(range(0, 4000, 300))  # the same alert 14 times among 4,000 cases
+    for i in at:
+        alerts[i] = "pump 4 leaking"
+    memory = CaseMemory(alerts, actions)
+    for k in (1, 3, 10):
+        [cases] = memory.nearest(["pump 4 leaking"], k)
+        assert [c.action for c in cases] == [actions[i] for i in at[:k]]
+
+
 def test_a_batch_finds_what_each_alert_finds_alone_with_scikit_learns_cosines(memory):
     alerts = ["pump temp high", "", "☃", "valve leaking", "motor current high", "zzzz"]
     together = memory.nearest(alerts, 4)
