@@ -57,7 +57,7 @@ from seq2seq.distributed import ONE_PROCESS, World, process_group
 from seq2seq.evaluate import score_corpus
 from seq2seq.fast.precision import cpu_has_native_bf16
 from seq2seq.recommender import Recommender
-from seq2seq.train import build_trainer
+from seq2seq.runs import build_trainer
 
 PEER = ROOT.parent / "shared" / "peers"
 # ../shared/peers/README.md, 2-core machine of this kind, 2026-11-21 (used when --peer is not given)

@@ -29,7 +29,7 @@ from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.evaluate import evaluate_corpus
 from seq2seq.recommender import Recommender
-from seq2seq.train import build_trainer
+from seq2seq.runs import build_trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 MAINTNET = ROOT.parent / "shared" / "data" / "maintnet"

@@ -25,7 +25,8 @@ from seq2seq.errors import ConfigError
 from seq2seq.evaluate import fit_trust_on
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.recommender import Recommender, read_memory
-from seq2seq.train import TrainResult, build_trainer, score_greedy
+from seq2seq.runs import build_trainer
+from seq2seq.train import TrainResult, score_greedy
 
 
 def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemble"],

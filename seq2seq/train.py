@@ -22,24 +22,21 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
 
-from seq2seq.checkpoint import count_parameters, load_model, read_checkpoint, restore, save_atomic, save_checkpoint
-from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
+from seq2seq.checkpoint import count_parameters, load_model, save_atomic, save_checkpoint
+from seq2seq.config import SearchConfig, TrainConfig
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate
 from seq2seq.distributed import ONE_PROCESS, World
-from seq2seq.errors import ConfigError
 from seq2seq.evaluate import Scores, fit_case_memory, score_corpus
-from seq2seq.fast.precision import autocast_dtype
-from seq2seq.files import make_folder
 from seq2seq.finetune import Learning
-from seq2seq.model import Seq2Seq, build_model
+from seq2seq.model import Seq2Seq
 from seq2seq.optimizer import TrainStep
 from seq2seq.recommender import Recommender
 from seq2seq.report import TrainingReport
@@ -251,80 +248,3 @@ def score_greedy(recommender: Recommender, dev: ParallelCorpus) -> tuple[Scores,
     """Scores and hypotheses of greedy search on the dev set (what selects checkpoints)."""
     hypotheses = recommender.translate([e.source for e in dev.examples], SearchConfig(beam_size=1), batch_size=128)
     return score_corpus(hypotheses, [example.target for example in dev.examples]), hypotheses
-
-
-def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | Path, model_config: ModelConfig,
-                  train_config: TrainConfig, tokenizer_config: TokenizerConfig, resume: bool = False,
-                  overwrite: bool = False, log: Callable[[str], None] = print, world: World = ONE_PROCESS,
-                  init: tuple[Seq2Seq, Tokenizer] | None = None, cases: ParallelCorpus | None = None,
-                  tokenizer: Tokenizer | None = None, learn: ParallelCorpus | None = None) -> Trainer:
-    """A fresh trainer (tokenizer trained on ``train``), or the one saved in OUTPUT_DIR/last.pt.
-
-    An existing run is never replaced silently: ``resume`` continues it, ``overwrite`` starts over.
-    Under torchrun (``world.size > 1``) only rank 0 touches OUTPUT_DIR, and ``resume`` is refused.
-    ``init``: start from this model and tokenizer (``seq2seq.finetune``) instead of new ones, whose
-    configurations then go unused. ``cases``: the pairs best.pt keeps as its case memory (default ``train``).
-    ``tokenizer``: a fresh run's tokenizer, instead of one trained on ``train`` (the members of one recipe share it).
-    ``learn``: a fine-tuning run's new pairs, which best.pt is chosen to have learned (``Trainer.selection_key``).
-    """
-    output_dir = Path(output_dir)
-    last = output_dir / "last.pt"
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other")
-    if resume and world.size > 1:
-        raise ConfigError(f"--resume runs in one process, not under torchrun ({world.size} processes); "
-                          "resume without torchrun, or start over with --overwrite")
-    device = world.place(resolve_device(train_config.device))
-    autocast_dtype(train_config.precision, device)  # a precision this device cannot run fails before any work
-    if world.is_main:
-        prepare_output_dir(output_dir, resume, overwrite)
-    torch.manual_seed(train_config.seed)
-    payload = read_checkpoint(last) if resume else None
-    if payload is not None:
-        saved_size = payload.get("training_state", {}).get("world_size", 1)
-        if saved_size != 1:
-            raise ConfigError(f"--resume: {last} was written by {saved_size} "
-                              "processes (torchrun), which cannot be resumed; start over with --overwrite")
-        model, tokenizer = restore(payload, last)
-    elif init is not None:
-        model, tokenizer = init
-    else:
-        tokenizer = tokenizer or shared_tokenizer(train, tokenizer_config, world)
-        model_config = replace(model_config, src_vocab_size=tokenizer.src_vocab_size,
-                               tgt_vocab_size=tokenizer.tgt_vocab_size)
-        model = build_model(model_config)
-    if world.size > 1:  # same initial weights everywhere (DDP copies rank 0's too), then each its own dropout
-        torch.manual_seed(train_config.seed + RANK_SEED_STRIDE * world.rank)
-    train_set = ParallelDataset(train.examples, tokenizer, model.config.max_source_length,
-                                train_config.max_target_length)
-    trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world,
-                      train if cases is None else cases, learn)
-    if payload is not None:
-        trainer.load_training_state(payload["training_state"])
-        log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {trainer.state['best_bleu']:.2f})")
-    return trainer
-
-
-def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:
-    """Check OUTPUT_DIR against ``resume`` / ``overwrite`` (clearing it on overwrite) and create it."""
-    last = output_dir / "last.pt"
-    if resume and not last.is_file():
-        raise ConfigError(f"--resume: nothing to resume in {output_dir} (no last.pt)")
-    if not resume and last.exists() and not overwrite:
-        raise ConfigError(f"{output_dir} already holds a training run (last.pt); pass --resume to continue it, "
-                          "--overwrite to start over, or choose another --output-dir")
-    if overwrite:
-        for name in ("best.pt", "last.pt", "metrics.jsonl"):
-            (output_dir / name).unlink(missing_ok=True)
-    make_folder(output_dir)
-
-
-def shared_tokenizer(train: ParallelCorpus, config: TokenizerConfig, world: World) -> Tokenizer:
-    """The tokenizer trained on ``train``: by rank 0 and sent to the others, so every process encodes alike."""
-    state = None
-    if world.is_main:
-        tokenizer = Tokenizer.train([e.source for e in train.examples], [e.target for e in train.examples], config)
-        if world.size == 1:
-            return tokenizer
-        state = tokenizer.state_dict()
-    return Tokenizer.from_state_dict(world.broadcast_object(state))

@@ -24,7 +24,7 @@ from seq2seq.data import ParallelDataset, TokenBatchSampler
 from seq2seq.distributed import World
 from seq2seq.errors import ConfigError
 from seq2seq.recommender import Recommender
-from seq2seq.train import build_trainer
+from seq2seq.runs import build_trainer
 
 PROCESSES = 2
 EPOCHS = 2

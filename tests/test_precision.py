@@ -12,7 +12,7 @@ from seq2seq.data import collate
 from seq2seq.errors import ConfigError
 from seq2seq.fast import precision
 from seq2seq.fast.precision import autocast_dtype
-from seq2seq.train import build_trainer
+from seq2seq.runs import build_trainer
 
 CPU = torch.device("cpu")
 

@@ -20,7 +20,8 @@ from seq2seq.distributed import World, process_group
 from seq2seq.errors import ConfigError
 from seq2seq.fast.precision import PRECISIONS
 from seq2seq.finetune import Start
-from seq2seq.train import TrainResult, build_trainer
+from seq2seq.runs import build_trainer
+from seq2seq.train import TrainResult
 
 # CLI flag -> (config section, field); flags left unset keep the config file's value or the default.
 OVERRIDES = {

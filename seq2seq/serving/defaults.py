@@ -19,7 +19,7 @@ from seq2seq.corpus import EMBEDDED_DATA, read_parallel
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.synthetic import synthetic_engines, synthetic_test_set
 from seq2seq.rul.train import train_on_engines
-from seq2seq.train import build_trainer
+from seq2seq.runs import build_trainer
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "runs" / "default"
 TRANSLATOR_MINUTES = 3.4  # wall-clock budget for the default translator
