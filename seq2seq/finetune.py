@@ -7,7 +7,10 @@ the checkpoint is a ConfigError naming the setting. The new pairs (e.g. the tech
 memory carries (``seq2seq.memory``), so that the model keeps what it knew while it learns them
 ("replay", as in continual learning: Robins 1995, "Catastrophic forgetting, rehearsal and
 pseudorehearsal"). Being few, the new pairs are repeated until they are about NEW_SHARE of what is
-trained on, or each would be seen once per epoch among thousands.
+trained on, or each would be seen once per epoch among thousands. An old pair whose alert a new pair
+also has is not replayed: the new pair says what is done now for that alert, and the old answers would
+pull the model back to what a technician just marked wrong (MaintNet repeats an alert with up to ten
+actions). It stays in the case memory, behind the new pair.
 
 The case memory of the run's best.pt holds the new pairs first, then the old ones: an alert that was
 corrected finds its correction ahead of an equally similar old case, replay or not.
@@ -76,10 +79,13 @@ class Start:
             return new, cases
         if not replay:
             return new, cases
-        repeats = max(1, math.ceil(NEW_SHARE * len(self.old) / ((1 - NEW_SHARE) * len(new.examples))))
-        log(f"mixing {len(new.examples)} new pairs (x{repeats}) with the {len(self.old)} training pairs "
-            f"of {self.path}")
-        return ParallelCorpus(new.path, [*new.examples * repeats, *self.old], new.skipped), cases
+        corrected = {normalize(e.source) for e in new.examples}
+        kept = [e for e in self.old if normalize(e.source) not in corrected]
+        repeats = max(1, math.ceil(NEW_SHARE * len(kept) / ((1 - NEW_SHARE) * len(new.examples))))
+        log(f"mixing {len(new.examples)} new pairs (x{repeats}) with {len(kept)} training pairs of {self.path}"
+            + (f" ({len(self.old) - len(kept)} of its pairs have a new pair's alert, and are left out)"
+               if len(kept) < len(self.old) else ""))
+        return ParallelCorpus(new.path, [*new.examples * repeats, *kept], new.skipped), cases
 
 
 @dataclass(frozen=True)
