@@ -87,11 +87,13 @@ EXAMPLES = [
 ]
 # -- layout -----------------------------------------------------------------------------------------
 def plot_slots(count: int, first_label: str, label: str, elem_id: str) -> list[gr.Plot]:
-    """One wide plot, then ``count - 1`` hidden ones two to a row; elem_ids ``elem_id``, ``elem_id-2``, ..."""
-    plots = [gr.Plot(label=first_label, elem_id=elem_id)]
+    """One wide plot, then ``count - 1`` hidden ones two to a row; elem_ids ``elem_id``, ``elem_id-2``, ...
+    The labels are for screen readers: shown, Gradio's label badge covers the left of a half-width figure's
+    title, and each figure's own title says what it is."""
+    plots = [gr.Plot(label=first_label, show_label=False, elem_id=elem_id)]
     for start in range(2, count + 1, 2):
         with gr.Row():
-            plots += [gr.Plot(label=f"{label} {k}", elem_id=f"{elem_id}-{k}", visible=False)
+            plots += [gr.Plot(label=f"{label} {k}", show_label=False, elem_id=f"{elem_id}-{k}", visible=False)
                       for k in range(start, min(start + 2, count + 1))]
     return plots
 

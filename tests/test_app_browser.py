@@ -14,6 +14,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,8 @@ def test_right_on_an_engine_alert_is_stored_in_the_feedback_database(page, feedb
     page.get_by_role("tab", name="Engine health").click()
     page.locator("#analyse").click()
     expect(page.locator("#alert-heatmap img")).to_be_visible(timeout=TIMEOUT_MS)
+    # The choices may arrive after the figures: wait for them rather than read an empty box
+    expect(page.locator("#engine-feedback-choice input")).to_have_value(re.compile(r"^1\. .+ -> "), timeout=TIMEOUT_MS)
     chosen = page.locator("#engine-feedback-choice input").input_value()
     page.locator("#engine-right").click()
     expect(page.locator("#engine-feedback-saved")).to_contain_text("saved as feedback record", timeout=TIMEOUT_MS)

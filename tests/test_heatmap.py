@@ -37,3 +37,11 @@ def test_a_long_recommendation_s_title_wraps_within_its_figure():
     lines = figure.axes[0].get_title().split("\n")
     assert len(lines) > 1 and " ".join(lines) == text
     assert max(len(line) for line in lines) <= 12 * figure.get_figwidth()
+
+
+def test_a_title_s_own_lines_stay_lines_and_each_wraps():
+    # The Engine-health tab titles each heatmap "Alert k: <alert>" over the recommendation
+    text = " ".join(["replace"] * 40)
+    figure = heatmap_figure(["\u2581pump", "</s>"], candidate(3, 2, text), f"Alert 2: pump vibration high\n{text}")
+    lines = figure.axes[0].get_title().split("\n")
+    assert lines[0] == "Alert 2: pump vibration high" and " ".join(lines[1:]) == text and len(lines) > 2

@@ -38,8 +38,10 @@ def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | 
     axes.set_yticks(range(height), labels=rows)
     axes.set_xlabel(f"alert {unit}")
     axes.set_ylabel(f"recommendation {unit}")
-    # A long recommendation wraps, or its title runs past a narrow figure's edges (9 pt: ~12 characters an inch)
-    axes.set_title(textwrap.fill(title or candidate.text, width=int(12 * inches)), fontsize=9)
+    # A long recommendation wraps, or its title runs past a narrow figure's edges (9 pt: ~12 characters an inch);
+    # the title's own lines stay lines.
+    lines = (title or candidate.text).splitlines()
+    axes.set_title("\n".join(textwrap.fill(line, width=int(12 * inches)) for line in lines), fontsize=9)
     figure.colorbar(image, ax=axes, label="attention weight")
     return figure
 

@@ -200,8 +200,9 @@ class Handlers:
 
     def show_engine(self, data: dict[str, Any], report: EngineReport):
         shown = [(k, r) for k, r in enumerate(report.recommendations, 1) if r.candidates]
-        figures = [heatmap_figure(r.source_pieces, r.candidates[0]) for _, r in shown]
         labels = [f"Alert {k}: {r.alert}" for k, r in shown]
+        figures = [heatmap_figure(r.source_pieces, r.candidates[0], f"{label}\n{r.candidates[0].text}")
+                   for label, (_, r) in zip(labels, shown, strict=True)]
         return [engine_markdown(data), attention_figure(report), deviation_figure(report),
                 *plot_updates(figures, ENGINE_ALERTS, labels)]
 
