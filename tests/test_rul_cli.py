@@ -40,6 +40,23 @@ def test_evaluate_json_scores_one_prediction_per_test_engine(rul_run):
     assert scores["n_engines"] == 10 and scores["rmse"] > 0 and scores["score"] > 0
 
 
+def test_evaluate_scores_against_the_protocol_s_cap_whatever_the_model_trained_with(rul_run):
+    def scored(*cap: str) -> dict:
+        result = run_cli("rul", "evaluate", "--model", str(rul_run.output_dir / "best.pt"), "--test",
+                         str(rul_run.test), "--rul", str(rul_run.rul), "--json", *cap)
+        assert result.status == 0, result.stderr
+        return json.loads(result.stdout)
+
+    true = [float(line) for line in rul_run.rul.read_text().split()]
+    default, uncapped, low = scored(), scored("--cap", "0"), scored("--cap", "20")
+    assert default["cap"] == 125 and uncapped["cap"] == 0 and low["cap"] == 20
+    assert (default["rmse"] == uncapped["rmse"]) == (max(true) <= 125)  # the cap is applied to the truth
+    assert low["rmse"] != default["rmse"] and min(true) < 20 < max(true)
+    bad = run_cli("rul", "evaluate", "--model", str(rul_run.output_dir / "best.pt"), "--test", str(rul_run.test),
+                  "--rul", str(rul_run.rul), "--cap", "-1")
+    assert bad.status != 0 and "--cap" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
 def test_alerts_json_lists_engines_with_recommendations_in_alert_order(rul_run, tmp_path_factory):
     translator = trained(tmp_path_factory.getbasetemp()).best
     result = run_cli("rul", "alerts", "--model", str(rul_run.output_dir / "best.pt"), "--data", str(rul_run.train),

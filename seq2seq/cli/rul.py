@@ -19,6 +19,9 @@ from seq2seq.rul.preprocess import last_windows
 from seq2seq.rul.synthetic import synthetic_engines
 from seq2seq.rul.train import train_members, train_on_engines
 
+PROTOCOL_CAP = 125  # FD001's literature scores against true RULs capped at 125 (../shared/data/README.md)
+UNCAPPED = 100_000  # a cap beyond any engine's life
+
 
 def add_rul_parser(commands: argparse._SubParsersAction) -> None:
     rul = commands.add_parser("rul", help="remaining-useful-life model on C-MAPSS data, and its alerts")
@@ -35,6 +38,8 @@ def add_rul_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--test", required=True, help="test_FD00x.txt (truncated histories)")
     p.add_argument("--rul", required=True, help="RUL_FD00x.txt (true RUL of each test engine)")
+    p.add_argument("--cap", type=int, default=PROTOCOL_CAP, help="score against true RULs capped at this many "
+                   f"cycles (default {PROTOCOL_CAP}, the literature's protocol, whatever the model's own cap; 0: none)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("alerts", help="RUL, health and alerts per engine, optionally with recommendations")
     p.add_argument("--model", required=True)
@@ -74,12 +79,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
     monitor = EngineMonitor.from_checkpoint(args.model)
     engines = read_cmapss(args.test)
     true_rul = read_rul(args.rul, len(engines))
-    windows = last_windows(engines, monitor.preprocessor, monitor.config, final_rul=true_rul)
+    if args.cap < 0:
+        raise ConfigError(f"--cap must be a number of cycles (0: uncapped), got {args.cap}")
+    # The truth's cap is the protocol's, not the model's: a model trained with a lower cap must not be scored
+    # against an easier truth. Only the targets depend on it, not what the model reads.
+    truth = replace(monitor.config, rul_cap=args.cap or UNCAPPED)
+    windows = last_windows(engines, monitor.preprocessor, truth, final_rul=true_rul)
     scores = evaluate_windows(monitor.model, windows)
     if args.json:
-        print(json.dumps(scores.to_json()))
+        print(json.dumps({**scores.to_json(), "cap": args.cap}))
     else:
-        print(f"RMSE {scores.rmse:.2f}  PHM08 score {scores.score:.1f}  ({scores.n_engines} engines)")
+        print(f"RMSE {scores.rmse:.2f}  PHM08 score {scores.score:.1f}  ({scores.n_engines} engines, true RUL "
+              + (f"capped at {args.cap})" if args.cap else "uncapped)"))
     return 0
 
 
