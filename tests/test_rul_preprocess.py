@@ -156,12 +156,33 @@ def test_state_round_trips_through_plain_data(preprocessor, tmp_path):
         ({"std": [1.0, 0.0]}, "std must be positive"),
         ({"window": 0}, "window"),
         ({"window": True}, "window"),
+        ({"smoothing": 1.0}, "smoothing"),
+        ({"smoothing": "0.5"}, "smoothing"),
     ],
 )
 def test_malformed_state_is_a_checkpoint_error(change, expected):
     state = {"kept_sensors": [2, 3], "mean": [0.0, 1.0], "std": [1.0, 2.0], "window": 30, **change}
     with pytest.raises(CheckpointError, match=expected):
         Preprocessor.from_state_dict(state)
+
+
+def test_a_state_without_smoothing_loads_as_none_and_transforms_as_before(engines, preprocessor):
+    old = {k: v for k, v in preprocessor.state_dict().items() if k != "smoothing"}  # written before smoothing
+    loaded = Preprocessor.from_state_dict(old)
+    assert loaded.smoothing == 0.0 and np.array_equal(loaded.transform(engines[0]), preprocessor.transform(engines[0]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(a=st.floats(0.0, 0.95), cut=st.integers(1, 40))
+def test_smoothing_follows_its_recurrence_and_sees_no_later_cycle(engines, a, cut):
+    smoothed = Preprocessor.fit(engines, RulConfig(window=10, smoothing=a))
+    plain = Preprocessor.fit(engines, RulConfig(window=10))
+    engine = engines[0]
+    x, s = plain.transform(engine), smoothed.transform(engine)  # (L, F) each
+    assert np.allclose(s[0], x[0]) and np.allclose(s[1:], a * s[:-1] + (1 - a) * x[1:], atol=1e-5)
+    prefix = Engine(engine.unit, engine.cycles[:cut], engine.settings[:cut], engine.sensors[:cut])
+    assert np.array_equal(smoothed.transform(prefix), s[:cut])  # a truncated engine reads as its full history did
+    assert Preprocessor.from_state_dict(json.loads(json.dumps(smoothed.state_dict()))) == smoothed
 
 
 def test_training_set_has_a_window_per_cycle_with_capped_rul(engines, preprocessor):

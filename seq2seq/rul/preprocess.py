@@ -6,7 +6,9 @@ The standard C-MAPSS protocol (Saxena et al. 2008; e.g. Zheng et al. 2017, "Long
 Network for Remaining Useful Life Estimation"): the RUL target is capped piecewise-linearly
 (``min(remaining, cap)``), sensors constant on the training data are dropped, the others are
 z-scored with statistics of the training engines only, and the model sees windows of W cycles.
-Operational settings are not used: FD001 runs at one operating condition.
+Operational settings are not used: FD001 runs at one operating condition. With ``rul.smoothing`` a > 0
+the scaled readings are smoothed exponentially along each engine's history, causally (cycle t sees
+cycles <= t only, so a truncated test engine reads as its training twin did).
 
 A window ending at cycle index ``e`` holds cycles ``e - W + 1 .. e``; an engine with fewer than
 W cycles of history there is LEFT-padded with zero rows, and its mask (True = real cycle, the
@@ -78,6 +80,7 @@ class Preprocessor:
     mean: list[float]  # (F,) training mean of each kept sensor
     std: list[float]  # (F,) training standard deviation (population) of each kept sensor, > 0
     window: int  # W, cycles per window the model was trained with
+    smoothing: float = 0.0  # exponential smoothing weight of the past, in [0, 1); 0 = none (checkpoints before it)
 
     @classmethod
     def fit(cls, engines: Sequence[Engine], config: RulConfig) -> Preprocessor:
@@ -90,7 +93,7 @@ class Preprocessor:
         if not kept:
             raise DataError("no sensor varies on the training engines")
         columns = sensors[:, np.array(kept) - 1]  # (sum L, F)
-        return cls(kept, columns.mean(axis=0).tolist(), columns.std(axis=0).tolist(), config.window)
+        return cls(kept, columns.mean(axis=0).tolist(), columns.std(axis=0).tolist(), config.window, config.smoothing)
 
     @property
     def n_features(self) -> int:
@@ -113,22 +116,23 @@ class Preprocessor:
                 f"reads {columns[row, column]:.6g}, too far beyond the training range to scale "
                 f"(mean {self.mean[column]:.6g}, std {self.std[column]:.6g})"
             )
-        return scaled
+        return smooth(scaled, self.smoothing)
 
     def state_dict(self) -> dict:
         """Plain lists, ints and floats, for a checkpoint."""
         return {"kept_sensors": list(self.kept_sensors), "mean": list(self.mean), "std": list(self.std),
-                "window": self.window}
+                "window": self.window, "smoothing": self.smoothing}
 
     @classmethod
     def from_state_dict(cls, state: dict) -> Preprocessor:
         """The preprocessor saved by ``state_dict``; a malformed state is a CheckpointError."""
         where = "checkpoint preprocessor state"
         keys = ("kept_sensors", "mean", "std", "window")
-        if not isinstance(state, dict) or set(state) != set(keys):
+        if not isinstance(state, dict) or set(state) - {"smoothing"} != set(keys):
             got = sorted(state) if isinstance(state, dict) else type(state).__name__
-            raise CheckpointError(f"{where}: expected keys {', '.join(keys)}, got {got}")
+            raise CheckpointError(f"{where}: expected keys {', '.join(keys)} (and smoothing), got {got}")
         kept, mean, std, window = (state[key] for key in keys)
+        smoothing = state.get("smoothing", 0.0)  # absent in checkpoints written before it: none
         if not (isinstance(kept, list) and kept and all(_is_int(k) and 1 <= k <= len(SENSORS) for k in kept)
                 and kept == sorted(set(kept))):
             raise CheckpointError(f"{where}: kept_sensors must be increasing sensor numbers 1..21, got {kept!r}")
@@ -140,7 +144,20 @@ class Preprocessor:
             raise CheckpointError(f"{where}: std must be positive, got {std!r}")
         if not (_is_int(window) and window >= 1):
             raise CheckpointError(f"{where}: window must be a whole number >= 1, got {window!r}")
-        return cls(list(kept), [float(m) for m in mean], [float(s) for s in std], window)
+        if not (_is_number(smoothing) and 0 <= smoothing < 1):
+            raise CheckpointError(f"{where}: smoothing must be a number in [0, 1), got {smoothing!r}")
+        return cls(list(kept), [float(m) for m in mean], [float(s) for s in std], window, float(smoothing))
+
+
+def smooth(values: np.ndarray, a: float) -> np.ndarray:
+    """Causal exponential smoothing down the cycles of (L, F) ``values``: s_0 = x_0, s_t = a s_(t-1) + (1 - a) x_t."""
+    if a == 0 or len(values) == 0:
+        return values
+    smoothed = np.empty_like(values)
+    smoothed[0] = values[0]
+    for t in range(1, len(values)):  # L is a few hundred cycles: a loop of vector steps
+        smoothed[t] = a * smoothed[t - 1] + (1 - a) * values[t]
+    return smoothed
 
 
 def windows(values: np.ndarray, ends: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
