@@ -9,7 +9,7 @@ memory carries (``seq2seq.memory``), so that the model keeps what it knew while 
 pseudorehearsal"). Being few, the new pairs are repeated until they are about NEW_SHARE of what is
 trained on, or each would be seen once per epoch among thousands. An old pair whose alert a new pair
 also has is not replayed: the new pair says what is done now for that alert, and the old answers would
-pull the model back to what a technician just marked wrong (MaintNet repeats an alert with up to ten
+pull the model back to what a technician just marked wrong (MaintNet repeats an alert with up to 16
 actions). It stays in the case memory, behind the new pair.
 
 The case memory of the run's best.pt holds the new pairs first, then the old ones: an alert that was
