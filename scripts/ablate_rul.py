@@ -8,7 +8,8 @@ run trains on the other 80 exactly as one member of ``seq2seq rul train`` with `
 (``seq2seq.rul.train.train_on_engines`` with a shared preprocessor: preprocessing fitted on the 80,
 the seed's own 20 of them held out for selection); the fold's 20 engines are then cut 10, 25, ...,
 145 cycles before failure, as the official test files cut theirs, and scored (RMSE, PHM08 score;
-RUL capped at the config's cap). The ensemble of seeds s..s+K-1 (``--members`` K) is what the
+true RUL capped at 125 cycles, the protocol's cap that ``seq2seq rul evaluate`` scores against, whatever cap
+a variant trains with). The ensemble of seeds s..s+K-1 (``--members`` K) is what the
 recipe with seed s and K members trains, so "ensemble" columns are that recipe's figures, one per
 starting seed that fits.
 
@@ -33,7 +34,7 @@ import torch
 
 from seq2seq.config import RulConfig, from_dict, load_config_file
 from seq2seq.rul.cmapss import read_cmapss
-from seq2seq.rul.evaluate import phm08_score, predict, rmse
+from seq2seq.rul.evaluate import PROTOCOL_CAP, phm08_score, predict, rmse
 from seq2seq.rul.preprocess import Preprocessor, windows_before_failure
 from seq2seq.rul.train import load_rul_checkpoint, train_on_engines
 
@@ -72,7 +73,7 @@ def run_one(engines: list, config: RulConfig, fold: int, folder: Path) -> dict:
     start = time.monotonic()
     result, _ = train_on_engines(train, config, folder, lambda line: None, preprocessor)
     model, _, _ = load_rul_checkpoint(folder / "best.pt")
-    windows = windows_before_failure(report, preprocessor, config, CUTS)
+    windows = windows_before_failure(report, preprocessor, replace(config, rul_cap=PROTOCOL_CAP), CUTS)
     predicted = predict(model, windows.x, windows.mask).rul
     scores = {"seed": config.seed, "fold": fold, "minutes": (time.monotonic() - start) / 60,
               "epochs": result.epochs, "best_epoch": result.best_epoch, "selection_rmse": result.best_rmse,

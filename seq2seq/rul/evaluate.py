@@ -15,6 +15,8 @@ from torch import Tensor
 
 from seq2seq.rul.model import RulModel, RulOutput
 
+PROTOCOL_CAP = 125  # FD001's literature scores against true RULs capped at 125 (Zheng et al. 2017 and after)
+
 
 class Windows(Protocol):
     """Any record of B windows: x (B, W, F) float, mask (B, W) bool, rul (B,) float in cycles."""
