@@ -35,8 +35,9 @@ import torch
 from seq2seq.config import RulConfig, from_dict, load_config_file
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.evaluate import PROTOCOL_CAP, phm08_score, predict, rmse
-from seq2seq.rul.preprocess import Preprocessor, windows_before_failure
+from seq2seq.rul.preprocess import Preprocessor
 from seq2seq.rul.train import load_rul_checkpoint, train_on_engines
+from seq2seq.rul.windows import windows_before_failure
 
 ROOT = Path(__file__).resolve().parent.parent
 FD001 = ROOT.parent / "shared" / "data" / "cmapss" / "train_FD001.txt"

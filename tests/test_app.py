@@ -24,7 +24,7 @@ import gradio_app
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
-from seq2seq.rul.preprocess import HEALTH_STATES
+from seq2seq.rul.windows import HEALTH_STATES
 from seq2seq.serving import app as serving_app
 from seq2seq.serving import smoke
 from seq2seq.serving.handlers import MAX_ALERTS, Handlers

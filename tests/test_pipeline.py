@@ -10,7 +10,7 @@ from seq2seq.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
-from seq2seq.rul.preprocess import HEALTH_STATES
+from seq2seq.rul.windows import HEALTH_STATES
 from seq2seq.serving.figures import attention_figure, deviation_figure, recommendation_figures
 
 CATALOG = {sensor_alert(s.symbol, d, k) for s in SENSORS for d in DIRECTIONS for k in STRENGTHS}

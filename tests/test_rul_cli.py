@@ -102,8 +102,8 @@ def test_a_small_model_fits_synthetic_engines_far_better_than_the_mean(rul_run):
     from seq2seq.rul.cmapss import read_cmapss
     from seq2seq.rul.evaluate import evaluate_windows, rmse
     from seq2seq.rul.monitor import EngineMonitor
-    from seq2seq.rul.preprocess import training_set, truncated_windows
     from seq2seq.rul.train import split_engines
+    from seq2seq.rul.windows import training_set, truncated_windows
 
     monitor = EngineMonitor.from_checkpoint(rul_run.output_dir / "best.pt")
     train, valid = split_engines(read_cmapss(rul_run.train), monitor.config)

@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 from seq2seq.config import RulConfig
 from seq2seq.errors import CheckpointError, DataError
 from seq2seq.rul.cmapss import Engine, read_cmapss
-from seq2seq.rul.preprocess import (
+from seq2seq.rul.preprocess import Preprocessor
+from seq2seq.rul.synthetic import synthetic_engines
+from seq2seq.rul.windows import (
     CRITICAL,
     DEGRADING,
     HEALTH_STATES,
     HEALTHY,
-    Preprocessor,
     health_state,
     health_states,
     last_windows,
@@ -29,7 +30,6 @@ from seq2seq.rul.preprocess import (
     truncated_windows,
     windows,
 )
-from seq2seq.rul.synthetic import synthetic_engines
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FD001 = SHARED / "data" / "cmapss" / "train_FD001.txt"

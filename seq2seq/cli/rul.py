@@ -15,9 +15,9 @@ from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss, read_rul
 from seq2seq.rul.evaluate import PROTOCOL_CAP, evaluate_windows
 from seq2seq.rul.monitor import EngineMonitor
-from seq2seq.rul.preprocess import last_windows
 from seq2seq.rul.synthetic import synthetic_engines
 from seq2seq.rul.train import train_members, train_on_engines
+from seq2seq.rul.windows import last_windows
 
 UNCAPPED = 100_000  # a cap beyond any engine's life
 

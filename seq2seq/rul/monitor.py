@@ -23,8 +23,9 @@ from seq2seq.rul.alerts import Alert, engine_alerts
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.evaluate import predict
 from seq2seq.rul.model import RulModel
-from seq2seq.rul.preprocess import HEALTH_STATES, Preprocessor, windows
+from seq2seq.rul.preprocess import Preprocessor
 from seq2seq.rul.train import load_rul_checkpoint
+from seq2seq.rul.windows import HEALTH_STATES, windows
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ from seq2seq.files import make_folder
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.evaluate import Windows, evaluate_windows
 from seq2seq.rul.model import RulEnsemble, RulModel, RulOutput, build_rul_model
-from seq2seq.rul.preprocess import Preprocessor, RulWindows, training_set, truncated_windows
+from seq2seq.rul.preprocess import Preprocessor
+from seq2seq.rul.windows import RulWindows, training_set, truncated_windows
 
 FORMAT_VERSION = 1
 KIND = "rul-model"
