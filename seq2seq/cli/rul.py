@@ -75,11 +75,11 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    if args.cap < 0:  # refused before the model and files are read
+        raise ConfigError(f"--cap must be a number of cycles (0: uncapped), got {args.cap}")
     monitor = EngineMonitor.from_checkpoint(args.model)
     engines = read_cmapss(args.test)
     true_rul = read_rul(args.rul, len(engines))
-    if args.cap < 0:
-        raise ConfigError(f"--cap must be a number of cycles (0: uncapped), got {args.cap}")
     # The truth's cap is the protocol's, not the model's: a model trained with a lower cap must not be scored
     # against an easier truth. Only the targets depend on it, not what the model reads.
     truth = replace(monitor.config, rul_cap=args.cap or UNCAPPED)
