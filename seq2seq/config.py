@@ -112,6 +112,7 @@ class RulConfig:
     attention_hidden: int = 32  # width of the additive temporal attention's score layer
     dropout: float = 0.1  # after the convolution and before the heads (chosen on FD001: docs/sensors.md)
     noise: float = 0.0  # std of Gaussian noise added to the real cycles of every training window (augmentation)
+    time_warp: float = 0.0  # w: each training window's time runs 1 + U(-w, w) times as fast (augmentation)
     smoothing: float = 0.0  # a in [0, 1): each scaled reading becomes a x the previous smoothed one + (1 - a) x itself
     health_weight: float = 0.3  # multi-task loss = MSE(RUL / cap) + health_weight x cross-entropy(health)
     epochs: int = 60  # upper bound on passes over the training windows
@@ -158,8 +159,8 @@ RANGES: dict[str, dict[str, str]] = {
         "beam_size": f"[1, {MAX_BEAM_SIZE}]", "n_best": "[1, beam_size]", "length_penalty": "[0, 5]",
         "max_length_ratio": "[0, 10]", "max_length_extra": "[0, 1000]"},
     "RulConfig": {
-        "window": "[1, 10000]", "noise": "[0, 10]", "smoothing": "[0, 1)", "rul_cap": "[1, 100000]",
-        "critical_below": "[0, 100000]",
+        "window": "[1, 10000]", "noise": "[0, 10]", "time_warp": "[0, 0.9]", "smoothing": "[0, 1)",
+        "rul_cap": "[1, 100000]", "critical_below": "[0, 100000]",
         "degrading_below": "(critical_below, 100000]", "conv_channels": WIDTH, "kernel_size": "[1, 99]",
         "lstm_hidden": WIDTH, "lstm_layers": "[1, 16]", "attention_hidden": WIDTH, "dropout": "[0, 1)",
         "health_weight": "[0, 100]", "epochs": "[1, 100000]", "max_minutes": MINUTES, "batch_size": "[1, 1000000]",

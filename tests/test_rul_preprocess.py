@@ -26,6 +26,7 @@ from seq2seq.rul.windows import (
     health_states,
     last_windows,
     rul_targets,
+    time_warp,
     training_set,
     truncated_windows,
     windows,
@@ -93,6 +94,31 @@ def test_windows_end_at_each_index_and_mask_the_left_padding(length, window, fea
         assert np.array_equal(x[i, -1], values[end])
         assert np.array_equal(x[i, mask[i]], values[end + 1 - real : end + 1])
         assert np.all(x[i, ~mask[i]] == 0)
+
+
+@settings(max_examples=50)
+@given(length=st.integers(1, 40), window=st.integers(2, 30), factor=st.floats(0.5, 1.5))
+def test_a_time_warp_reads_a_ramp_at_factor_times_its_pace_from_the_last_cycle_back(length, window, factor):
+    ramp = np.arange(1, length + 1, dtype=np.float32)[:, None] * np.array([[1.0, -2.0]], dtype=np.float32)  # (L, 2)
+    x, mask = (torch.from_numpy(a) for a in windows(ramp, np.array([length - 1]), window))
+    warped, real = time_warp(x, mask, torch.tensor([factor]))
+    assert warped.shape == x.shape and real.shape == mask.shape
+    assert torch.equal(warped[0, -1], x[0, -1]) and real[0, -1]  # the newest cycle, unchanged
+    steps = int(real[0].sum())
+    assert real[0, window - steps:].all() and not real[0, : window - steps].any()  # still padded on the left only
+    assert torch.all(warped[0, ~real[0]] == 0)
+    offsets = torch.arange(steps - 1, -1, -1, dtype=torch.float32) * factor  # cycles back from the newest
+    expected = (length - offsets).unsqueeze(1) * torch.tensor([1.0, -2.0])
+    torch.testing.assert_close(warped[0, real[0]], expected, atol=1e-4, rtol=1e-5)
+    assert steps == min(window, math.floor((min(length, window) - 1) / factor + 1e-4) + 1)
+
+
+def test_a_time_warp_of_one_is_no_warp():
+    x, mask = (torch.from_numpy(a) for a in windows(np.random.default_rng(0).normal(size=(12, 3)),
+                                                     np.array([3, 8, 11]), 6))
+    warped, real = time_warp(x, mask, torch.ones(3))
+    assert torch.equal(real, mask)
+    torch.testing.assert_close(warped, x)
 
 
 def test_windows_reject_ends_outside_the_history():

@@ -267,3 +267,15 @@ def test_noise_jitters_the_real_cycles_of_each_training_batch_afresh_and_leaves_
     torch.testing.assert_close(first, expected)
     assert torch.equal(first[~mask], torch.zeros_like(first[~mask]))  # padding untouched
     assert not torch.allclose(first[mask], second[mask])  # each batch its own draws
+
+
+def test_time_warp_trains_and_leaves_a_run_without_it_as_it_was(tmp_path):
+    data = toy_degradation(64, seed=10)
+    runs = {}
+    for name, warp in (("plain", 0.0), ("warped", 0.3)):
+        config = replace(TOY, epochs=2, time_warp=warp)
+        train_rul(data, data, config, F, tmp_path / name, PREPROCESSOR, log=lambda line: None)
+        runs[name] = load_rul_checkpoint(tmp_path / name / "last.pt")
+    assert runs["warped"][1].time_warp == 0.3  # stored in the checkpoint's config
+    plain, warped = runs["plain"][0].state_dict(), runs["warped"][0].state_dict()
+    assert any(not torch.equal(plain[name], warped[name]) for name in plain)  # it saw other windows

@@ -40,7 +40,7 @@ from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.evaluate import Windows, evaluate_windows
 from seq2seq.rul.model import RulEnsemble, RulModel, RulOutput, build_rul_model
 from seq2seq.rul.preprocess import Preprocessor
-from seq2seq.rul.windows import RulWindows, training_set, truncated_windows
+from seq2seq.rul.windows import RulWindows, time_warp, training_set, truncated_windows
 
 FORMAT_VERSION = 1
 KIND = "rul-model"
@@ -128,6 +128,9 @@ def _train_epoch(model: RulModel, data: TensorDataset, optimizer: torch.optim.Op
             if config.noise > 0:  # fresh each batch: the model never sees one window's readings twice
                 jitter = torch.randn(x.shape, generator=generator).to(x.device)  # (B, W, F)
                 x = x + config.noise * jitter * mask.unsqueeze(-1)  # padding stays 0
+            if config.time_warp > 0:  # after the noise, so that a run without warp draws as before
+                draws = torch.rand(x.shape[0], generator=generator).to(x.device)  # (B,)
+                x, mask = time_warp(x, mask, 1 + config.time_warp * (2 * draws - 1))
             loss, parts = rul_loss(model(x, mask), rul, health, config)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

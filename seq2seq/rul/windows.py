@@ -80,6 +80,28 @@ def windows(values: np.ndarray, ends: np.ndarray, window: int) -> tuple[np.ndarr
     return padded[rows], rows >= window - 1  # (B, W, F), (B, W)
 
 
+def time_warp(x: Tensor, mask: Tensor, factors: Tensor) -> tuple[Tensor, Tensor]:
+    """Windows whose time runs ``factors`` times as fast, anchored at their last cycle (augmentation).
+
+    x (B, W, F), mask (B, W), factors (B,) > 0 -> x, mask of the same shapes: step ``t`` of window ``b``
+    reads its cycle at position ``W - 1 - (W - 1 - t) x factors[b]``, linearly interpolated between the two
+    cycles around it. A factor below 1 stretches the window's newest cycles over all W steps; above 1
+    compresses its history into the newest steps, and a step that would read before the first real cycle
+    becomes padding. The last step is the last cycle unchanged, so the target stays the window's.
+    """
+    B, W, F = x.shape
+    steps = torch.arange(W, device=x.device, dtype=x.dtype)  # (W,)
+    position = (W - 1) - (W - 1 - steps) * factors.to(x.dtype).unsqueeze(1)  # (B, W) where each step reads
+    first = (W - mask.sum(dim=1)).to(x.dtype).unsqueeze(1)  # (B, 1) index of the first real cycle
+    real = position >= first - 1e-4  # (B, W); a hair's tolerance, so that a factor of 1 keeps every cycle
+    below = position.floor().clamp(0, W - 1)  # (B, W)
+    frac = (position - below).clamp(0, 1).unsqueeze(-1)  # (B, W, 1)
+    above = (below + 1).clamp(max=W - 1)
+    gather = lambda index: x.gather(1, index.long().unsqueeze(-1).expand(B, W, F))  # noqa: E731
+    warped = gather(below) * (1 - frac) + gather(above) * frac  # (B, W, F)
+    return warped * real.unsqueeze(-1), real
+
+
 @dataclass
 class RulWindows:
     """B windows of sensor cycles with their targets; indexing gives a tuple of the fields, as TensorDataset."""
