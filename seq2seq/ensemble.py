@@ -77,11 +77,17 @@ class Ensemble(nn.Module):
         raise TypeError("an ensemble decodes only (encode, step); train its members one by one")
 
 
-def average_weights(models: list[nn.Module]) -> dict[str, Tensor]:
-    """The element-wise mean of the models' parameters (and buffers), which must have one layout."""
+def average_weights(models: list[nn.Module], shares: list[float] | None = None) -> dict[str, Tensor]:
+    """The element-wise mean of the models' parameters (and buffers), which must have one layout; with
+    ``shares`` (one per model, summing to 1) the weighted mean."""
     states = [model.state_dict() for model in models]
     if any(state.keys() != states[0].keys() or any(state[k].shape != states[0][k].shape for k in state)
            for state in states):
         raise ConfigError("averaged checkpoints must have the same parameters and shapes")
-    return {name: torch.stack([state[name].float() for state in states]).mean(dim=0).to(states[0][name].dtype)
-            for name in states[0]}
+    if shares is None:
+        return {name: torch.stack([state[name].float() for state in states]).mean(dim=0).to(states[0][name].dtype)
+                for name in states[0]}
+    if len(shares) != len(states) or abs(sum(shares) - 1.0) > 1e-6:
+        raise ValueError(f"shares must be one per model and sum to 1, got {shares}")
+    return {name: sum(share * state[name].float() for share, state in zip(shares, states, strict=True))
+            .to(states[0][name].dtype) for name in states[0]}

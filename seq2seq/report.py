@@ -42,3 +42,13 @@ class TrainingReport:
         new = f", new pairs learned {learned:.0%}" if learned is not None else ""
         self.log(f"step {state['step']} epoch {state['epoch']}: dev BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}"
                  f"{new} (best {state['best_bleu']:.2f}) lr {record['lr']:.2e} {rate:.0f} target tok/s")
+
+    def blend(self, state: dict[str, Any], share: float, scores: Scores, learned: float, kept: bool) -> None:
+        """Append a fine-tuning run's blend of its last weights with its start's to metrics.jsonl, and log it."""
+        record = {"blend": share, "step": state["step"], "dev_bleu": round(scores.bleu, 2),
+                  "dev_chrf": round(scores.chrf, 2), "learned": round(learned, 4),
+                  "best_bleu": round(state["best_bleu"], 2)}
+        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        self.log(f"blend {share:.2f} x last + {1 - share:.2f} x start: dev BLEU {scores.bleu:.2f} "
+                 f"chrF {scores.chrf:.2f}, new pairs learned {learned:.0%}" + (" -> best.pt" if kept else ""))

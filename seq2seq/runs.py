@@ -4,6 +4,7 @@ from a checkpoint to fine-tune, handed to a ``seq2seq.train.Trainer``."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -67,8 +68,9 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         torch.manual_seed(train_config.seed + RANK_SEED_STRIDE * world.rank)
     train_set = ParallelDataset(train.examples, tokenizer, model.config.max_source_length,
                                 train_config.max_target_length)
+    start = copy.deepcopy(init[0]) if init is not None and learn else None  # before training moves init's weights
     trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world,
-                      train if cases is None else cases, learn)
+                      train if cases is None else cases, learn, start)
     if payload is not None:
         trainer.load_training_state(payload["training_state"])
         log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {trainer.state['best_bleu']:.2f})")

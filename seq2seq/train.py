@@ -1,9 +1,9 @@
 """The training loop: epochs of token-budget batches, validation by greedy dev BLEU, early stopping, a
 wall-clock budget, best/last checkpoints and exact resume. A fine-tuning run (``--init-from``) chooses
 its best.pt by what it learned of its new pairs, within a tolerance of its start's dev BLEU
-(``seq2seq.finetune.Learning``). Its parts: ``seq2seq.optimizer`` makes one
-update (AdamW, schedule, mixed precision, clipping, DDP), ``seq2seq.report`` tells (progress bar,
-log, metrics.jsonl), ``seq2seq.checkpoint`` writes the files.
+(``seq2seq.finetune.Learning``), among its epochs and blends of its last weights with its start's.
+Its parts: ``seq2seq.optimizer`` makes one update (AdamW, schedule, mixed precision, clipping, DDP),
+``seq2seq.report`` tells (progress bar, log, metrics.jsonl), ``seq2seq.checkpoint`` writes the files.
 
 Randomness comes from three sources, all seeded from ``TrainConfig.seed`` and saved in last.pt:
 torch's global generator (initialisation, dropout), the batch-order generator and the
@@ -19,6 +19,7 @@ takes the same schedule and early-stopping decisions and all stop together.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
@@ -34,8 +35,9 @@ from seq2seq.config import SearchConfig, TrainConfig
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate
 from seq2seq.distributed import ONE_PROCESS, World
+from seq2seq.ensemble import average_weights
 from seq2seq.evaluate import Scores, fit_case_memory, score_corpus
-from seq2seq.finetune import Learning
+from seq2seq.finetune import BLENDS, Learning
 from seq2seq.model import Seq2Seq
 from seq2seq.optimizer import TrainStep
 from seq2seq.recommender import Recommender
@@ -64,12 +66,14 @@ class Trainer:
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, train_set: ParallelDataset,
                  dev: ParallelCorpus, config: TrainConfig, output_dir: Path, device: torch.device,
                  log: Callable[[str], None], world: World = ONE_PROCESS, cases: ParallelCorpus | None = None,
-                 learn: ParallelCorpus | None = None) -> None:
+                 learn: ParallelCorpus | None = None, start: Seq2Seq | None = None) -> None:
         """``cases``: the training pairs kept in best.pt as its case memory when training ends. ``learn``: a
-        fine-tuning run's new pairs, which then choose best.pt with dev BLEU (``finetune.Learning``)."""
+        fine-tuning run's new pairs, which then choose best.pt with dev BLEU (``finetune.Learning``).
+        ``start``: that run's starting weights (a copy training does not touch), blended with its last."""
         self.model, self.tokenizer, self.train_set, self.dev = model.to(device), tokenizer, train_set, dev
         self.cases = cases
         self.learning = Learning.of(learn) if learn else None
+        self.start = start.to(device) if start is not None and learn else None
         self.config, self.output_dir, self.device, self.log, self.world = config, output_dir, device, log, world
         self.update = TrainStep(self.model, config, device, world)
         self.report = TrainingReport(output_dir, log, world.is_main)
@@ -114,6 +118,7 @@ class Trainer:
             self.save("last.pt")  # Ctrl-C loses nothing: --resume continues from this batch
             raise
         self.save("last.pt")
+        self.blend_with_start()
         self.keep_cases()
         epochs = self.state["epoch"] + self.state["batches_done"] / max(1, len(self.sampler) // self.world.size)
         return TrainResult(self.state["best_bleu"], self.state["best_step"], self.state["step"], epochs,
@@ -213,6 +218,24 @@ class Trainer:
                 self.save("best.pt")
             self.save("last.pt")
         return "early stopping" if state["bad_validations"] >= self.config.patience else ""
+
+    def blend_with_start(self) -> None:
+        """A fine-tuning run's last weights blended with its start's (``finetune.BLENDS``), each validated as an
+        epoch is and written to best.pt when it ranks higher; the model keeps its last weights."""
+        if self.start is None:
+            return
+        last = copy.deepcopy(self.model)
+        for share in BLENDS:
+            self.model.load_state_dict(average_weights([self.start, last], [1 - share, share]))
+            scores, _, bleu, learned = self.measure()
+            state = self.state
+            kept = self.selection_key(bleu, learned) > self.selection_key(state["best_bleu"], state["best_learned"])
+            if kept:
+                state.update(best_bleu=bleu, best_step=state["step"], best_learned=learned)
+                self.save("best.pt")
+            if scores is not None:
+                self.report.blend(state, share, scores, learned or 0.0, kept)
+        self.model.load_state_dict(last.state_dict())
 
     def selection_key(self, bleu: float, learned: float | None) -> tuple[float, ...]:
         """What best.pt maximises: dev BLEU, or in a fine-tuning run ``finetune.Learning.key``."""

@@ -8,7 +8,7 @@ from support import assert_one_line_error, file_states, run_cli, trained
 
 from seq2seq.checkpoint import load_model, read_checkpoint, save_atomic
 from seq2seq.config import SearchConfig
-from seq2seq.ensemble import Ensemble
+from seq2seq.ensemble import Ensemble, average_weights
 from seq2seq.recommender import Recommender
 
 ALERTS = ["pump vibration high", "belt worn", "valve stuck closed", "gearbox noise high and coolant temperature high"]
@@ -100,3 +100,14 @@ def test_inputs_of_other_recipes_or_the_output_over_an_input_are_one_line_errors
     assert_one_line_error(run_cli("average", "--inputs", str(runs[0]), str(runs[1]), "--output", str(runs[1])),
                           "--output is also")
     assert file_states(*runs) == states and not (tmp_path / "x.pt").exists()
+
+
+def test_a_weighted_average_is_the_weighted_mean_and_its_shares_must_sum_to_one():
+    first, second = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    mixed = average_weights([first, second], [0.25, 0.75])
+    for name, value in mixed.items():
+        assert torch.allclose(value, 0.25 * first.state_dict()[name] + 0.75 * second.state_dict()[name])
+    assert all(torch.equal(value, second.state_dict()[name])
+               for name, value in average_weights([first, second], [0.0, 1.0]).items())
+    with pytest.raises(ValueError, match="sum to 1"):
+        average_weights([first, second], [0.5, 0.6])

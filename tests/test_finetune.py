@@ -13,7 +13,7 @@ from support import TINY_PAIRS, assert_one_line_error, run_cli, trained, trained
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.config import TrainConfig
 from seq2seq.corpus import ParallelCorpus, read_parallel
-from seq2seq.finetune import NEW_SHARE, Learning, Start
+from seq2seq.finetune import BLENDS, NEW_SHARE, Learning, Start
 from seq2seq.recommender import Recommender
 from seq2seq.serving.feedback import Feedback, FeedbackStore
 from seq2seq.tokenizer import normalize
@@ -168,15 +168,16 @@ def test_a_fine_tuning_run_prefers_corrections_learned_within_the_tolerance_then
     assert Trainer.selection_key(ordinary, 21.0, None) > Trainer.selection_key(ordinary, 20.0, None)
 
 
-def test_a_fine_tuning_run_s_best_pt_is_the_validation_that_learned_most_within_the_tolerance(run, corrections,
-                                                                                              tmp_path):
+def test_a_fine_tuning_run_s_best_pt_is_the_validation_or_blend_that_learned_most_within_the_tolerance(
+        run, corrections, tmp_path):
     result = fine_tune(run, corrections, tmp_path / "run", "--epochs", "4", "--learning-rate", "0.01")
     assert result.status == 0, result.stderr
     assert "start: dev BLEU" in result.stderr
     start = score_greedy(Recommender.from_checkpoint(run.best), read_parallel(run.data.dev))[0].bleu
     floor = start - TrainConfig().forget_tolerance
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert len(records) == 4 and all(0 <= r["learned"] <= 1 for r in records)
+    assert [r.get("blend") for r in records] == [None] * 4 + list(BLENDS)  # 4 epochs, then the blends
+    assert all(0 <= r["learned"] <= 1 for r in records)
     ranked = [((1, r["learned"], r["dev_bleu"]) if r["dev_bleu"] >= floor else (0, r["dev_bleu"], r["learned"]), -i)
               for i, r in enumerate(records)]
     expected = records[-max(ranked)[1]]  # the first of the best: a later equal one is no improvement
@@ -184,3 +185,29 @@ def test_a_fine_tuning_run_s_best_pt_is_the_validation_that_learned_most_within_
     answers = Recommender.from_checkpoint(tmp_path / "run" / "best.pt").translate([a for a, _ in CORRECTIONS])
     learned = sum(normalize(text) == normalize(fix) for text, (_, fix) in zip(answers, CORRECTIONS, strict=True))
     assert learned / len(CORRECTIONS) == pytest.approx(expected["learned"])
+
+
+def test_blends_of_the_last_weights_with_the_start_s_compete_for_best_pt_and_training_keeps_the_last():
+    """Stand-ins: a 1-weight model whose blend share a is its weight; dev BLEU 20 - 20a, learned a, floor 4.5;
+    the best epoch is below the floor at 4.2. The blends 0.95 to 0.8 forget more than it (BLEU 1 to 4); 0.75
+    is the first within the floor, and learns more than 0.7."""
+    start, model = torch.nn.Linear(1, 1, bias=False), torch.nn.Linear(1, 1, bias=False)
+    torch.nn.init.zeros_(start.weight)
+    torch.nn.init.ones_(model.weight)
+    saved, reported = [], []
+
+    def measure():
+        share = model.weight.item()
+        return SimpleNamespace(bleu=20 - 20 * share, chrf=0.0), [], 20 - 20 * share, share
+
+    run = SimpleNamespace(start=start, model=model, learning=Learning(()), measure=measure,
+                          state={"best_bleu": 4.2, "best_learned": 0.79, "bleu_floor": 4.5, "step": 7},
+                          save=lambda name: saved.append((name, model.weight.item())),
+                          report=SimpleNamespace(blend=lambda state, share, scores, learned, kept:
+                                                 reported.append((share, kept))))
+    run.selection_key = lambda bleu, learned: Trainer.selection_key(run, bleu, learned)
+    Trainer.blend_with_start(run)
+    assert saved == [("best.pt", pytest.approx(0.75))]
+    assert run.state["best_learned"] == pytest.approx(0.75) and run.state["best_step"] == 7
+    assert reported == [(share, share == 0.75) for share in BLENDS]
+    assert model.weight.item() == 1.0  # the last weights, for last.pt and a later resume
