@@ -17,7 +17,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from seq2seq.corpus import Example
 from seq2seq.errors import ConfigError
-from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, seed_sampling
+from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, seed_sampling
 
 Item = TypeVar("Item")
 
@@ -242,3 +242,12 @@ class TokenBatchSampler(torch.utils.data.Sampler[list[int]]):
         peek = torch.Generator()
         peek.set_state(self.generator.get_state())
         return len(self._plan(peek))
+
+
+def drop_source_pieces(batch: Batch, share: float, generator: torch.Generator) -> Batch:
+    """``batch`` with each real source piece but EOS replaced by UNK with probability ``share`` (word dropout,
+    Sennrich et al. 2016, on SentencePiece pieces): the model learns not to lean on any one piece, and
+    meets UNK, which rare part numbers become at test time, in training."""
+    draws = torch.rand(batch.src.shape, generator=generator).to(batch.src.device)  # (B, S)
+    drop = (draws < share) & batch.src_mask & (batch.src != EOS_ID)
+    return dataclasses.replace(batch, src=batch.src.masked_fill(drop, UNK_ID))

@@ -33,7 +33,7 @@ from torch.utils.data import DataLoader
 from seq2seq.checkpoint import count_parameters, load_model, save_atomic, save_checkpoint
 from seq2seq.config import SearchConfig, TrainConfig
 from seq2seq.corpus import ParallelCorpus
-from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate
+from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate, drop_source_pieces
 from seq2seq.distributed import ONE_PROCESS, World
 from seq2seq.ensemble import average_weights
 from seq2seq.evaluate import Scores, fit_case_memory, score_corpus
@@ -188,8 +188,10 @@ class Trainer:
         return ""
 
     def train_step(self, batch: Batch) -> tuple[float, float, int]:
-        """One update, with this step's teacher-forcing draws; returns the per-token loss and NLL and the
-        target token count."""
+        """One update, with this step's word-dropout and teacher-forcing draws; returns the per-token loss and
+        NLL and the target token count."""
+        if self.config.word_dropout > 0:  # drawn only then, so that a run without it draws as before
+            batch = drop_source_pieces(batch, self.config.word_dropout, self.forcing_generator)
         feed_mask = None
         if self.config.teacher_forcing < 1.0:
             draws = torch.rand(batch.tgt_in.shape, generator=self.forcing_generator)

@@ -7,8 +7,16 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 from seq2seq.corpus import Example
-from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate, lengths_to_mask, source_batch
-from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.data import (
+    Batch,
+    ParallelDataset,
+    TokenBatchSampler,
+    collate,
+    drop_source_pieces,
+    lengths_to_mask,
+    source_batch,
+)
+from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 @given(st.lists(st.integers(0, 12), min_size=1, max_size=8), st.integers(0, 4))
@@ -205,3 +213,16 @@ def test_sampler_buckets_similar_lengths_together():
 def test_an_item_longer_than_the_budget_gets_a_batch_alone():
     sampler = TokenBatchSampler([3, 100, 3], 10, shuffle=False)
     assert list(sampler) == [[0, 2], [1]]
+
+
+def test_word_dropout_hides_real_source_pieces_as_unk_at_about_its_rate_and_never_eos_or_padding():
+    ids = [[*range(10, 10 + n), EOS_ID] for n in (40, 25, 7)]
+    batch = collate([(torch.tensor(src), torch.tensor([5])) for src in ids])
+    dropped = drop_source_pieces(batch, 0.3, torch.Generator().manual_seed(0))
+    changed = dropped.src != batch.src
+    assert torch.all(dropped.src[changed] == UNK_ID)
+    assert not changed[~batch.src_mask].any() and not changed[batch.src == EOS_ID].any()
+    real = batch.src_mask & (batch.src != EOS_ID)
+    assert 0.15 < changed.sum().item() / real.sum().item() < 0.45  # 72 pieces at 0.3
+    assert torch.equal(dropped.tgt_in, batch.tgt_in) and torch.equal(dropped.src_mask, batch.src_mask)
+    assert torch.equal(drop_source_pieces(batch, 0.0, torch.Generator()).src, batch.src)

@@ -191,10 +191,12 @@ def test_sampled_segmentations_spell_the_same_text_and_repeat_with_their_seed(tm
         assert source[-1] == tokenizer.encode_source(example.source)[-1]  # EOS last
 
 
-def test_a_run_with_subword_sampling_resumed_ends_with_the_weights_of_an_uninterrupted_one(tmp_path):
+@pytest.mark.parametrize("option", [{"subword_alpha": 0.3}, {"word_dropout": 0.2}], ids=["sampling", "word-dropout"])
+def test_a_run_with_subword_sampling_or_word_dropout_resumed_ends_with_the_weights_of_an_uninterrupted_one(
+        option, tmp_path):
     data = tiny_data(tmp_path / "data")
     config = tmp_path / "sampled.json"
-    config.write_text(json.dumps({**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "subword_alpha": 0.3}}))
+    config.write_text(json.dumps({**TINY_CONFIG, "train": {**TINY_CONFIG["train"], **option}}))
     with training_threads():
         whole = run_cli(*train_args(data, tmp_path / "whole", "--epochs", "2"), "--config", str(config))
         first = run_cli(*train_args(data, tmp_path / "cut", "--epochs", "1"), "--config", str(config))
@@ -204,7 +206,7 @@ def test_a_run_with_subword_sampling_resumed_ends_with_the_weights_of_an_uninter
     a, b, c = (read_checkpoint(tmp_path / name / "last.pt")["weights"] for name in ("whole", "cut", "plain"))
     for name, tensor in a.items():
         assert torch.equal(tensor, b[name]), name
-    assert any(not torch.equal(tensor, c[name]) for name, tensor in a.items())  # the sampling took effect
+    assert any(not torch.equal(tensor, c[name]) for name, tensor in a.items())  # the option took effect
 
 
 def test_an_unknown_rul_schedule_is_a_one_line_error_before_training(tmp_path):
