@@ -37,8 +37,7 @@ class TrainingReport:
                   "lr": learning_rate, "target_tokens_per_s": round(rate, 1),
                   "train_seconds": round(state["train_seconds"], 1), "example": example,
                   **({"learned": round(learned, 4)} if learned is not None else {})}
-        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+        self._append(record)
         new = f", new pairs learned {learned:.0%}" if learned is not None else ""
         self.log(f"step {state['step']} epoch {state['epoch']}: dev BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}"
                  f"{new} (best {state['best_bleu']:.2f}) lr {record['lr']:.2e} {rate:.0f} target tok/s")
@@ -48,7 +47,11 @@ class TrainingReport:
         record = {"blend": share, "step": state["step"], "dev_bleu": round(scores.bleu, 2),
                   "dev_chrf": round(scores.chrf, 2), "learned": round(learned, 4),
                   "best_bleu": round(state["best_bleu"], 2)}
-        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+        self._append(record)
         self.log(f"blend {share:.2f} x last + {1 - share:.2f} x start: dev BLEU {scores.bleu:.2f} "
                  f"chrF {scores.chrf:.2f}, new pairs learned {learned:.0%}" + (" -> best.pt" if kept else ""))
+
+    def _append(self, record: dict[str, Any]) -> None:
+        """One JSON object, one line of OUTPUT_DIR/metrics.jsonl."""
+        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")

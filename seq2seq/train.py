@@ -205,12 +205,8 @@ class Trainer:
         """
         scores, hypotheses, bleu, learned = self.measure()
         state = self.state
-        improved = self.selection_key(bleu, learned) > self.selection_key(state["best_bleu"], state["best_learned"])
-        if improved:
-            state.update(best_bleu=bleu, best_step=state["step"], bad_validations=0,
-                         best_learned=-1.0 if learned is None else learned)
-        else:
-            state["bad_validations"] += 1
+        improved = self.becomes_best(bleu, learned)
+        state["bad_validations"] = 0 if improved else state["bad_validations"] + 1
         self.update.validated(bleu)
         rate = self.tokens_per_second()
         if scores is not None:
@@ -230,14 +226,21 @@ class Trainer:
         for share in BLENDS:
             self.model.load_state_dict(average_weights([self.start, last], [1 - share, share]))
             scores, _, bleu, learned = self.measure()
-            state = self.state
-            kept = self.selection_key(bleu, learned) > self.selection_key(state["best_bleu"], state["best_learned"])
+            kept = self.becomes_best(bleu, learned)
             if kept:
-                state.update(best_bleu=bleu, best_step=state["step"], best_learned=learned)
                 self.save("best.pt")
             if scores is not None:
-                self.report.blend(state, share, scores, learned or 0.0, kept)
+                self.report.blend(self.state, share, scores, learned or 0.0, kept)
         self.model.load_state_dict(last.state_dict())
+
+    def becomes_best(self, bleu: float, learned: float | None) -> bool:
+        """Whether weights scoring ``bleu`` (and ``learned``) rank above best.pt's; if so they are recorded as the
+        best (writing best.pt is the caller's)."""
+        state = self.state
+        if self.selection_key(bleu, learned) <= self.selection_key(state["best_bleu"], state["best_learned"]):
+            return False
+        state.update(best_bleu=bleu, best_step=state["step"], best_learned=-1.0 if learned is None else learned)
+        return True
 
     def selection_key(self, bleu: float, learned: float | None) -> tuple[float, ...]:
         """What best.pt maximises: dev BLEU, or in a fine-tuning run ``finetune.Learning.key``."""
