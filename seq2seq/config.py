@@ -48,6 +48,7 @@ class ModelConfig:
     dropout: float = 0.3  # on embeddings, between GRU layers and before the output layer
     input_feeding: bool = True  # Luong family: feed the attentional vector into the next step
     tie_embeddings: bool = False  # share target embedding and output weights (needs E == H)
+    copy: bool = False  # pointer-generator: mix copying source pieces into the output (needs a joint vocabulary)
     max_source_length: int = 100  # pieces; longer alerts are truncated with a warning
     src_vocab_size: int = 0  # set from the tokenizer at training time
     tgt_vocab_size: int = 0  # set from the tokenizer at training time
@@ -80,6 +81,7 @@ class TrainConfig:
     max_target_length: int = 100  # pieces; longer training targets are skipped and counted
     subword_alpha: float = 0.0  # > 0: each epoch's training pairs in freshly sampled pieces (tokenizer.sample_options)
     members: int = 1  # runs of this recipe with seeds seed, seed + 1, ...; > 1: best.pt is their ensemble
+    average_best: int = 0  # k > 1: best.pt may be the mean of the k best validations' weights (train.py)
     forget_tolerance: float = 1.0  # --init-from: dev BLEU best.pt may give up to learn the new pairs (train.py)
 
     def __post_init__(self) -> None:
@@ -156,7 +158,7 @@ RANGES: dict[str, dict[str, str]] = {
         "teacher_forcing": "[0, 1]", "word_dropout": "[0, 1)", "patience": COUNT,
         "validate_every": "[0, 1000000000]", "seed": SEED,
         "max_target_length": "[1, 10000]", "members": "[1, 64]", "subword_alpha": "[0, 1]",
-        "forget_tolerance": "[0, 100]"},
+        "average_best": "[0, 100]", "forget_tolerance": "[0, 100]"},
     "SearchConfig": {
         "beam_size": f"[1, {MAX_BEAM_SIZE}]", "n_best": "[1, beam_size]", "length_penalty": "[0, 5]",
         "max_length_ratio": "[0, 10]", "max_length_extra": "[0, 1000]"},

@@ -13,6 +13,12 @@ Luong family (Luong et al. 2015), one step:
     c_t   = attend(query = s_t, memory)               the new top-layer state is the query
     h~_t  = tanh(W_c [c_t; s_t])                      the attentional vector, o_t = h~_t
 Both: logits_t = W_out dropout(o_t).
+With ``copy`` (a pointer-generator: See et al. 2017, gate as in OpenNMT-py's CopyGenerator), the
+step's scores are instead the log-probabilities of a mixture that can copy source pieces:
+    g_t   = sigmoid(w_g . o_t)                        the share of copying
+    P_t   = (1 - g_t) softmax(logits_t) + g_t sum_{s: x_s = w} a_ts
+so a part number that the output layer never learnt to write can still come out of the alert.
+Log-probabilities are their own log-softmax, so search, loss and ensembles treat both kinds alike.
 
 Each family's step order is written once, in its ``step_output``. The previous token y_{t-1}
 enters a step only through a *token path*: ``rnn_step`` (the GRU stack, fed [token; x]) and, for
@@ -60,15 +66,16 @@ class Encoded:
     memory: Tensor  # (B, S, M)
     keys: Tensor  # (B, S, *)
     mask: Tensor  # (B, S) bool, True = real token
+    src: Tensor | None = None  # (B, S) source ids, kept for a copying decoder only
 
     def select(self, index: Tensor) -> Encoded:
         """Rows ``index``; ``repeat_interleave``d indices tile a batch for beam search."""
         return Encoded(self.memory.index_select(0, index), self.keys.index_select(0, index),
-                       self.mask.index_select(0, index))
+                       self.mask.index_select(0, index), None if self.src is None else self.src.index_select(0, index))
 
     def head(self, n: int) -> Encoded:
         """The first ``n`` rows, as views."""
-        return Encoded(self.memory[:n], self.keys[:n], self.mask[:n])
+        return Encoded(self.memory[:n], self.keys[:n], self.mask[:n], None if self.src is None else self.src[:n])
 
 
 def pack_target(tgt_in: Tensor, tgt_mask: Tensor | None) -> tuple[PackedSequence, Tensor]:
@@ -104,7 +111,7 @@ class Decoder(nn.Module):
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, memory_size: int,
                  num_layers: int, dropout: float, attention: Attention, rnn_input_size: int,
-                 readout_size: int, tie_embeddings: bool) -> None:
+                 readout_size: int, tie_embeddings: bool, copy: bool) -> None:
         super().__init__()
         self.attention = attention
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=PAD_ID)
@@ -115,6 +122,7 @@ class Decoder(nn.Module):
         self.output = nn.Linear(hidden_size, vocab_size, bias=False)
         if tie_embeddings:
             self.output.weight = self.embed.weight
+        self.copy_gate = nn.Linear(hidden_size, 1) if copy else None
 
     def initial_state(self, hidden: Tensor) -> DecoderState:
         """The state before the first step, from the bridged encoder states (D, B, H)."""
@@ -128,7 +136,7 @@ class Decoder(nn.Module):
     def step(self, prev: Tensor, state: DecoderState, encoded: Encoded) -> tuple[Tensor, DecoderState, Tensor]:
         """One decoding step: prev (B,) ids -> logits (B, V), next state, weights (B, S)."""
         output, state, weights = self.step_output(self.dropout(self.embed(prev)), state, encoded, self)
-        return self.logits(output), state, weights
+        return self.scores(output, weights, encoded.src), state, weights
 
     def rnn_step(self, token: Tensor, feed: Tensor | None, hidden: Tensor) -> tuple[Tensor, Tensor]:
         """The token path on embedded tokens (B, E): see ``TokenPath``."""
@@ -142,6 +150,17 @@ class Decoder(nn.Module):
     def logits(self, output: Tensor) -> Tensor:
         """o_t (..., H) -> logits (..., V)."""
         return self.output(self.dropout(output))
+
+    def scores(self, output: Tensor, weights: Tensor, src: Tensor | None) -> Tensor:
+        """What a step predicts: o_t (n, H), its attention (n, S) over source ids src (n, S) -> logits
+        (n, V), or with ``copy`` the log-probabilities of the mixture (module docstring)."""
+        logits = self.logits(output)
+        if self.copy_gate is None:
+            return logits
+        share = torch.sigmoid(self.copy_gate(output).float())  # (n, 1)
+        probs = torch.softmax(logits.float(), dim=-1) * (1.0 - share)  # (n, V)
+        probs = probs.scatter_add(1, src, weights.float() * share)  # padding has weight 0
+        return probs.clamp_min(torch.finfo(probs.dtype).tiny).log()
 
     def forward(self, tgt_in: Tensor, state: DecoderState, encoded: Encoded, tgt_mask: Tensor | None = None,
                 feed_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -177,10 +196,11 @@ class BahdanauDecoder(Decoder):
     token_in_readout = True
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, memory_size: int,
-                 num_layers: int, dropout: float, attention: Attention, tie_embeddings: bool) -> None:
+                 num_layers: int, dropout: float, attention: Attention, tie_embeddings: bool, copy: bool) -> None:
         super().__init__(vocab_size, embed_size, hidden_size, memory_size, num_layers, dropout, attention,
                          rnn_input_size=embed_size + memory_size,
-                         readout_size=hidden_size + memory_size + embed_size, tie_embeddings=tie_embeddings)
+                         readout_size=hidden_size + memory_size + embed_size, tie_embeddings=tie_embeddings,
+                         copy=copy)
 
     def step_output(self, token: Tensor, state: DecoderState, encoded: Encoded, path: TokenPath
                     ) -> tuple[Tensor, DecoderState, Tensor]:
@@ -195,11 +215,11 @@ class LuongDecoder(Decoder):
     """GRU step first, then attend with the new state (Luong et al. 2015), input feeding optional."""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, memory_size: int,
-                 num_layers: int, dropout: float, attention: Attention, tie_embeddings: bool,
+                 num_layers: int, dropout: float, attention: Attention, tie_embeddings: bool, copy: bool,
                  input_feeding: bool) -> None:
         super().__init__(vocab_size, embed_size, hidden_size, memory_size, num_layers, dropout, attention,
                          rnn_input_size=embed_size + (hidden_size if input_feeding else 0),
-                         readout_size=memory_size + hidden_size, tie_embeddings=tie_embeddings)
+                         readout_size=memory_size + hidden_size, tie_embeddings=tie_embeddings, copy=copy)
         self.input_feeding = input_feeding
 
     def initial_state(self, hidden: Tensor) -> DecoderState:

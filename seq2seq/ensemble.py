@@ -77,10 +77,11 @@ class Ensemble(nn.Module):
         raise TypeError("an ensemble decodes only (encode, step); train its members one by one")
 
 
-def average_weights(models: list[nn.Module], shares: list[float] | None = None) -> dict[str, Tensor]:
-    """The element-wise mean of the models' parameters (and buffers), which must have one layout; with
-    ``shares`` (one per model, summing to 1) the weighted mean."""
-    states = [model.state_dict() for model in models]
+def average_weights(models: list[nn.Module | dict[str, Tensor]], shares: list[float] | None = None
+                    ) -> dict[str, Tensor]:
+    """The element-wise mean of the models' parameters (and buffers), or of state dicts, which must have one
+    layout; with ``shares`` (one per model, summing to 1) the weighted mean."""
+    states = [model if isinstance(model, dict) else model.state_dict() for model in models]
     if any(state.keys() != states[0].keys() or any(state[k].shape != states[0][k].shape for k in state)
            for state in states):
         raise ConfigError("averaged checkpoints must have the same parameters and shapes")

@@ -6,6 +6,7 @@ positions, D layers, M memory size (2 x encoder hidden), H decoder hidden, V tar
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from seq2seq.attention import build_attention, is_luong
@@ -41,17 +42,23 @@ class Seq2Seq(nn.Module):
     def encode(self, src: Tensor, src_lengths: Tensor, src_mask: Tensor) -> tuple[Encoded, DecoderState]:
         """src (B, S) -> the encoded batch (keys projected once) and the decoder's initial state."""
         memory, final = self.encoder(src, src_lengths)  # (B, S, M), (D, B, M)
-        encoded = Encoded(memory, self.decoder.attention.project_keys(memory), src_mask)
+        encoded = Encoded(memory, self.decoder.attention.project_keys(memory), src_mask,
+                          src if self.config.copy else None)
         return encoded, self.decoder.initial_state(self.bridge(final))
 
     def forward(self, src: Tensor, src_lengths: Tensor, src_mask: Tensor, tgt_in: Tensor,
                 tgt_mask: Tensor | None = None, feed_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Teacher-forced: tgt_in (B, T) -> logits (N, V) at the N real positions of ``tgt_mask``
         (row-major, so ``tgt_out[tgt_mask]`` are their targets; all B x T positions when None) and
-        attention weights (B, T, S), 0 at padding. Padding positions are never computed."""
+        attention weights (B, T, S), 0 at padding. Padding positions are never computed. With
+        ``copy`` the scores are log-probabilities (``Decoder.scores``)."""
         encoded, state = self.encode(src, src_lengths, src_mask)
         outputs, weights = self.decoder(tgt_in, state, encoded, tgt_mask, feed_mask)  # (N, H), (B, T, S)
-        return self.decoder.logits(outputs), weights
+        if encoded.src is None:
+            return self.decoder.logits(outputs), weights
+        real = torch.ones_like(tgt_in, dtype=torch.bool) if tgt_mask is None else tgt_mask  # (B, T)
+        src_per_step = encoded.src.unsqueeze(1).expand(-1, tgt_in.size(1), -1)  # (B, T, S)
+        return self.decoder.scores(outputs, weights[real], src_per_step[real]), weights
 
     def step(self, prev: Tensor, state: DecoderState, encoded: Encoded) -> tuple[Tensor, DecoderState, Tensor]:
         """prev (B,) -> logits (B, V), next state, weights (B, S): ``Decoder.step``."""
@@ -71,7 +78,8 @@ def build_model(config: ModelConfig) -> Seq2Seq:
     attention = build_attention(config.attention, config.decoder_hidden, memory, config.attention_hidden)
     shared = dict(vocab_size=config.tgt_vocab_size, embed_size=config.embed_size,
                   hidden_size=config.decoder_hidden, memory_size=memory, num_layers=config.num_layers,
-                  dropout=config.dropout, attention=attention, tie_embeddings=config.tie_embeddings)
+                  dropout=config.dropout, attention=attention, tie_embeddings=config.tie_embeddings,
+                  copy=config.copy)
     if is_luong(config.attention):
         decoder: Decoder = LuongDecoder(**shared, input_feeding=config.input_feeding)
     else:

@@ -51,6 +51,13 @@ class TrainingReport:
         self.log(f"blend {share:.2f} x last + {1 - share:.2f} x start: dev BLEU {scores.bleu:.2f} "
                  f"chrF {scores.chrf:.2f}, new pairs learned {learned:.0%}" + (" -> best.pt" if kept else ""))
 
+    def average(self, steps: list[int], state: dict[str, Any], scores: Scores, kept: bool) -> None:
+        """Append the mean of the weights of the validations at ``steps`` to metrics.jsonl, and log it."""
+        self._append({"average_of_steps": steps, "step": state["step"], "dev_bleu": round(scores.bleu, 2),
+                      "dev_chrf": round(scores.chrf, 2), "best_bleu": round(state["best_bleu"], 2)})
+        self.log(f"mean of the {len(steps)} best validations' weights (steps {', '.join(map(str, steps))}): "
+                 f"dev BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}" + (" -> best.pt" if kept else ""))
+
     def _append(self, record: dict[str, Any]) -> None:
         """One JSON object, one line of OUTPUT_DIR/metrics.jsonl."""
         with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:

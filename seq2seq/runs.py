@@ -5,6 +5,7 @@ from a checkpoint to fine-tune, handed to a ``seq2seq.train.Trainer``."""
 from __future__ import annotations
 
 import copy
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -45,6 +46,9 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     if resume and world.size > 1:
         raise ConfigError(f"--resume runs in one process, not under torchrun ({world.size} processes); "
                           "resume without torchrun, or start over with --overwrite")
+    if init is None and model_config.copy and not tokenizer_config.joint:
+        raise ConfigError("model.copy needs one vocabulary for source and target (tokenizer.joint true, no "
+                          "--separate-vocab), so that a copied source piece is a target piece")
     device = world.place(resolve_device(train_config.device))
     autocast_dtype(train_config.precision, device)  # a precision this device cannot run fails before any work
     if world.is_main:
@@ -88,6 +92,7 @@ def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:
     if overwrite:
         for name in ("best.pt", "last.pt", "metrics.jsonl"):
             (output_dir / name).unlink(missing_ok=True)
+        shutil.rmtree(output_dir / "kept", ignore_errors=True)  # weights an earlier run kept for averaging
     make_folder(output_dir)
 
 

@@ -2,6 +2,10 @@
 wall-clock budget, best/last checkpoints and exact resume. A fine-tuning run (``--init-from``) chooses
 its best.pt by what it learned of its new pairs, within a tolerance of its start's dev BLEU
 (``seq2seq.finetune.Learning``), among its epochs and blends of its last weights with its start's.
+With ``average_best`` k > 1 the weights of the k best validations are kept in OUTPUT_DIR/kept/ while the
+run goes on (their list is in last.pt, so a resumed run keeps the same ones); when it ends their mean is
+validated as an epoch is and becomes best.pt if it scores higher (checkpoint averaging: Junczys-Dowmunt
+et al. 2016, Vaswani et al. 2017), and the folder is removed.
 Its parts: ``seq2seq.optimizer`` makes one update (AdamW, schedule, mixed precision, clipping, DDP),
 ``seq2seq.report`` tells (progress bar, log, metrics.jsonl), ``seq2seq.checkpoint`` writes the files.
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +35,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from seq2seq.checkpoint import count_parameters, load_model, save_atomic, save_checkpoint
+from seq2seq.checkpoint import count_parameters, load_model, read_payload, save_atomic, save_checkpoint
 from seq2seq.config import SearchConfig, TrainConfig
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate, drop_source_pieces
@@ -45,6 +50,7 @@ from seq2seq.report import TrainingReport
 from seq2seq.tokenizer import Tokenizer
 
 SAMPLING_SEED_STRIDE = 100_003  # epoch e of seed s samples its pieces from s x this + e
+KEPT_KIND = "seq2seq-kept-weights"  # OUTPUT_DIR/kept/step-N.pt: weights kept for averaging, nothing else
 RANK_SEED_STRIDE = 1000  # under torchrun, process r draws dropout and teacher forcing from seed + r x this
 
 
@@ -83,7 +89,8 @@ class Trainer:
                                          generator=self.batch_generator)
         self.state: dict[str, Any] = {"epoch": 0, "batches_done": 0, "step": 0, "best_bleu": -1.0,
                                       "best_step": 0, "bad_validations": 0, "train_tokens": 0,
-                                      "train_seconds": 0.0, "best_learned": -1.0, "bleu_floor": None}
+                                      "train_seconds": 0.0, "best_learned": -1.0, "bleu_floor": None,
+                                      "kept": []}  # average_best: [{"key": [...], "step": n}], best first
         self.epoch_start_generator = self.batch_generator.get_state()
 
     # -- checkpoints -----------------------------------------------------------------------
@@ -118,6 +125,7 @@ class Trainer:
             self.save("last.pt")  # Ctrl-C loses nothing: --resume continues from this batch
             raise
         self.save("last.pt")
+        self.average_kept()
         self.blend_with_start()
         self.keep_cases()
         epochs = self.state["epoch"] + self.state["batches_done"] / max(1, len(self.sampler) // self.world.size)
@@ -214,8 +222,49 @@ class Trainer:
                                    rate, learned)
             if improved:
                 self.save("best.pt")
+            self.keep_for_averaging(bleu, learned)
             self.save("last.pt")
         return "early stopping" if state["bad_validations"] >= self.config.patience else ""
+
+    def keep_for_averaging(self, bleu: float, learned: float | None) -> None:
+        """Rank 0: the weights just validated into OUTPUT_DIR/kept/ when they rank among the ``average_best``
+        best so far; the one they push out is deleted."""
+        k, kept = self.config.average_best, self.state["kept"]
+        key = list(self.selection_key(bleu, learned))
+        if k < 2 or (len(kept) == k and key <= kept[-1]["key"]):
+            return
+        save_atomic({"kind": KEPT_KIND, "format_version": 1, "weights": self.model.state_dict()},
+                    self.kept_path(self.state["step"]))
+        kept.append({"key": key, "step": self.state["step"]})
+        kept.sort(key=lambda entry: entry["key"], reverse=True)
+        for entry in kept[k:]:
+            self.kept_path(entry["step"]).unlink(missing_ok=True)
+        del kept[k:]
+
+    def kept_path(self, step: int) -> Path:
+        return self.output_dir / "kept" / f"step-{step}.pt"
+
+    def average_kept(self) -> None:
+        """The mean of the kept weights, validated as an epoch is and written to best.pt when it ranks higher;
+        then the kept files go (last.pt first forgets them) and the model keeps its last weights."""
+        kept = self.state["kept"]
+        if self.world.broadcast(float(len(kept))) < 2:
+            return
+        last = copy.deepcopy(self.model.state_dict())
+        if self.world.is_main:
+            self.model.load_state_dict(average_weights(
+                [read_payload(self.kept_path(entry["step"]), KEPT_KIND, 1, ("weights",))["weights"] for entry in kept]))
+        scores, _, bleu, learned = self.measure()
+        improved = self.becomes_best(bleu, learned)
+        if improved:
+            self.save("best.pt")
+        if scores is not None:
+            self.report.average([entry["step"] for entry in kept], self.state, scores, improved)
+        self.model.load_state_dict(last)
+        self.state["kept"] = []
+        self.save("last.pt")
+        if self.world.is_main:
+            shutil.rmtree(self.output_dir / "kept", ignore_errors=True)
 
     def blend_with_start(self) -> None:
         """A fine-tuning run's last weights blended with its start's (``finetune.BLENDS``), each validated as an

@@ -25,10 +25,10 @@ def test_gru_cell_is_torch_gru():
 
 
 @pytest.mark.parametrize(("name", "feeding"), VARIANTS)
-@pytest.mark.parametrize("layers", [1, 2])
-def test_folded_steps_equal_the_decoder_steps(name, feeding, layers):
+@pytest.mark.parametrize(("layers", "copy"), [(1, False), (2, False), (1, True)])
+def test_folded_steps_equal_the_decoder_steps(name, feeding, layers, copy):
     torch.manual_seed(0)
-    model = build_model(tiny_config(name, input_feeding=feeding, num_layers=layers, dropout=0.3)).eval()
+    model = build_model(tiny_config(name, input_feeding=feeding, num_layers=layers, dropout=0.3, copy=copy)).eval()
     folded = fold_embeddings(model)
     assert isinstance(folded.decoder, FoldedDecoder)
     src, lengths, mask = sample_batch()

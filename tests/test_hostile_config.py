@@ -9,7 +9,7 @@ import json
 import math
 
 import pytest
-from support import assert_one_line_error, file_states, run_cli
+from support import assert_one_line_error, file_states, run_cli, tiny_data, train_args
 
 from seq2seq.config import (
     MAX_BEAM_SIZE,
@@ -84,6 +84,13 @@ def test_train_refuses_an_out_of_range_config_file_value_naming_the_file(tmp_pat
     config.write_text(json.dumps({section: values}), encoding="utf-8")
     result = run_cli("train", "--output-dir", str(tmp_path / "run"), "--config", str(config))
     assert_one_line_error(result, f"{config}: {section}: {next(iter(values))} must be in")
+
+
+def test_copy_with_separate_vocabularies_is_refused_before_writing_anything(tmp_path):
+    output_dir = tmp_path / "run"
+    result = run_cli(*train_args(tiny_data(tmp_path / "data"), output_dir, "--copy", "--separate-vocab"))
+    assert_one_line_error(result, "model.copy needs one vocabulary")
+    assert not output_dir.exists()
 
 
 @pytest.mark.parametrize("values", [{"window": 0}, {"critical_below": 90}, {"epochs": -1}, {"kernel_size": 2}])

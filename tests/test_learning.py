@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -27,17 +29,16 @@ def reversal_pairs(n: int, generator: torch.Generator) -> list[tuple[torch.Tenso
     return pairs
 
 
-def train_reversal(name: str, steps: int = 500):
+def train_task(config: ModelConfig, pairs, steps: int = 500):
+    """``steps`` Adam steps on batches of 48 ``pairs(48, generator)``."""
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
-    config = ModelConfig(attention=name, embed_size=24, encoder_hidden=24, decoder_hidden=48, attention_hidden=32,
-                         dropout=0.0, src_vocab_size=14, tgt_vocab_size=14)
     model = build_model(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     # decayed to 0, so that the model settles instead of ending wherever Adam's last steps left it
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / steps)
     for _ in range(steps):
-        batch = collate(reversal_pairs(48, generator))
+        batch = collate(pairs(48, generator))
         logits, _ = model(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, batch.tgt_mask)
         loss, _ = token_loss(logits, batch.tgt_out[batch.tgt_mask], 0.0)
         optimizer.zero_grad()
@@ -46,6 +47,12 @@ def train_reversal(name: str, steps: int = 500):
         optimizer.step()
         schedule.step()
     return model.eval()
+
+
+def train_reversal(name: str, steps: int = 500):
+    config = ModelConfig(attention=name, embed_size=24, encoder_hidden=24, decoder_hidden=48, attention_hidden=32,
+                         dropout=0.0, src_vocab_size=14, tgt_vocab_size=14)
+    return train_task(config, reversal_pairs, steps)
 
 
 pytestmark = pytest.mark.slow  # trains one model per attention type to convergence
@@ -105,3 +112,38 @@ def test_reversal_attention_is_anti_diagonal(learned):
         assert all(abs(p - (n - 1 - i)) <= 1 for i, p in enumerate(peaks)), (peaks, attention)
         assert peaks == sorted(peaks, reverse=True), peaks
         assert sum(p == n - 1 - i for i, p in enumerate(peaks)) >= n // 2, peaks
+
+
+# The copy task: "filler... # N filler..." -> "replace # N". Part numbers N are 16-25 in training
+# targets; 26-35 occur in training sources only (as filler), never in a target.
+MARK, REPLACE, FILLER, TRAIN_NUMBERS, UNSEEN_NUMBERS = 4, 5, range(6, 16), range(16, 26), range(26, 36)
+
+
+def copy_source(number: int, generator: torch.Generator) -> list[int]:
+    words = list(FILLER) + list(UNSEEN_NUMBERS)
+    filler = [words[int(i)] for i in torch.randint(len(words), (int(torch.randint(2, 6, (1,), generator=generator)),),
+                                                    generator=generator)]
+    at = int(torch.randint(len(filler) + 1, (1,), generator=generator))
+    return [*filler[:at], MARK, number, *filler[at:], EOS_ID]
+
+
+def copy_pairs(n: int, generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    numbers = torch.randint(TRAIN_NUMBERS.start, TRAIN_NUMBERS.stop, (n,), generator=generator).tolist()
+    return [(torch.tensor(copy_source(k, generator)), torch.tensor([REPLACE, MARK, k])) for k in numbers]
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "luong-general"])
+def test_a_copying_model_writes_a_number_that_never_occurred_in_a_training_target(name):
+    """With copy, the unseen part numbers come out of the alert; the same model without copy cannot
+    write them (its output layer only ever learnt to push them down)."""
+    config = ModelConfig(attention=name, embed_size=24, encoder_hidden=24, decoder_hidden=48, attention_hidden=32,
+                         dropout=0.0, src_vocab_size=36, tgt_vocab_size=36)
+    generator = torch.Generator().manual_seed(42)
+    numbers = list(UNSEEN_NUMBERS) * 2
+    tests = [copy_source(k, generator) for k in numbers]
+    exact = {}
+    for copy in (True, False):
+        model = train_task(dataclasses.replace(config, copy=copy), copy_pairs, steps=300)
+        results = search(model, *source_batch(tests), SearchConfig(beam_size=1))
+        exact[copy] = sum(hyps[0].tokens == [REPLACE, MARK, k] for hyps, k in zip(results, numbers, strict=True))
+    assert exact[True] >= 0.9 * len(tests) and exact[False] == 0, exact

@@ -32,10 +32,10 @@ def test_encoder_memory_is_zero_at_padding():
 
 
 @pytest.mark.parametrize(("name", "feeding"), VARIANTS)
-@pytest.mark.parametrize("layers", [1, 2])
-def test_teacher_forced_forward_equals_the_loop_over_steps(name, feeding, layers):
+@pytest.mark.parametrize(("layers", "copy"), [(1, False), (2, False), (1, True)])
+def test_teacher_forced_forward_equals_the_loop_over_steps(name, feeding, layers, copy):
     torch.manual_seed(0)
-    model = build_model(tiny_config(name, input_feeding=feeding, num_layers=layers)).eval()
+    model = build_model(tiny_config(name, input_feeding=feeding, num_layers=layers, copy=copy)).eval()
     src, lengths, mask = sample_batch()
     tgt_in = torch.cat([torch.full((3, 1), BOS_ID), torch.randint(4, V, (3, 6))], dim=1)
     logits, weights = model(src, lengths, mask, tgt_in)
@@ -84,6 +84,31 @@ def test_scheduled_sampling_with_all_gold_feeds_equals_teacher_forcing():
     assert not torch.allclose(own, forced)
 
 
+@pytest.mark.parametrize("name", ["bahdanau", "luong-general"])
+def test_a_copying_decoder_predicts_a_distribution_that_moves_attention_mass_to_the_source(name):
+    """The mixture is normalised, and the copy share adds exactly g x attention to each source id."""
+    torch.manual_seed(0)
+    model = build_model(tiny_config(name, copy=True)).eval()
+    src, lengths, mask = sample_batch()
+    encoded, state = model.encode(src, lengths, mask)
+    assert torch.equal(encoded.src, src)
+    scores, _, weights = model.step(torch.full((3,), BOS_ID), state, encoded)
+    torch.testing.assert_close(scores.exp().sum(-1), torch.ones(3))
+    output, _, _ = model.decoder.step_output(model.decoder.embed(torch.full((3,), BOS_ID)), state, encoded,
+                                             model.decoder)
+    share = torch.sigmoid(model.decoder.copy_gate(output))  # (B, 1)
+    plain = torch.softmax(model.decoder.logits(output), -1) * (1 - share)
+    copied = torch.zeros(3, V).scatter_add(1, src, weights * share)
+    torch.testing.assert_close(scores.exp(), plain + copied)
+    assert (copied[:, 0] == 0).all()  # padding positions carry no weight, so nothing is copied to PAD
+
+
+def test_a_plain_model_keeps_no_source_ids_and_no_gate():
+    model = build_model(tiny_config())
+    src, lengths, mask = sample_batch()
+    assert model.encode(src, lengths, mask)[0].src is None and model.decoder.copy_gate is None
+
+
 def test_tied_embeddings_share_one_matrix():
     model = build_model(tiny_config(embed_size=8, tie_embeddings=True))
     assert model.decoder.output.weight is model.decoder.embed.weight
@@ -95,11 +120,11 @@ def test_tied_embeddings_need_equal_sizes():
 
 
 @pytest.mark.parametrize(("name", "feeding"), VARIANTS)
-@pytest.mark.parametrize("forcing", [None, "mixed"])
-def test_target_padding_is_never_decoded_and_changes_nothing(name, feeding, forcing):
+@pytest.mark.parametrize(("forcing", "copy"), [(None, False), ("mixed", False), ("mixed", True)])
+def test_target_padding_is_never_decoded_and_changes_nothing(name, feeding, forcing, copy):
     """Logits come only for real target positions, each equal to decoding its sentence alone."""
     torch.manual_seed(0)
-    model = build_model(tiny_config(name, input_feeding=feeding)).eval()
+    model = build_model(tiny_config(name, input_feeding=feeding, copy=copy)).eval()
     src, lengths, mask = sample_batch()
     tgt_lengths = [2, 5, 3]
     tgt_in = torch.randint(4, V, (3, 5))

@@ -29,6 +29,7 @@ OVERRIDES = {
     "encoder_hidden": ("model", "encoder_hidden"), "decoder_hidden": ("model", "decoder_hidden"),
     "layers": ("model", "num_layers"), "dropout": ("model", "dropout"),
     "input_feeding": ("model", "input_feeding"), "tie_embeddings": ("model", "tie_embeddings"),
+    "copy": ("model", "copy"),
     "epochs": ("train", "epochs"), "max_minutes": ("train", "max_minutes"), "device": ("train", "device"),
     "precision": ("train", "precision"),
     "seed": ("train", "seed"), "batch_tokens": ("train", "batch_tokens"), "learning_rate": ("train", "learning_rate"),
@@ -76,6 +77,8 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--dropout", type=float)
     p.add_argument("--no-input-feeding", dest="input_feeding", action="store_const", const=False)
     p.add_argument("--tie-embeddings", action="store_const", const=True)
+    p.add_argument("--copy", action="store_const", const=True,
+                   help="pointer-generator: the decoder may copy alert pieces (part numbers) into its output")
     p.add_argument("--vocab-size", type=int)
     p.add_argument("--separate-vocab", action="store_const", const=False, help="one vocabulary per side")
 

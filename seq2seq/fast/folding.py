@@ -105,7 +105,7 @@ class FoldedDecoder(nn.Module):
         if torch.is_grad_enabled():
             return decoder.step(prev, state, encoded)
         output, state, weights = decoder.step_output(prev, state, encoded, self)
-        return decoder.logits(output), state, weights
+        return decoder.scores(output, weights, encoded.src), state, weights
 
 
 class FoldedEncoder(nn.Module):
