@@ -207,3 +207,28 @@ def test_gradio_rebuilds_its_table_of_past_events_rarely_and_over_few(recommende
         assert demo._queue.ANALYTICS_MAX_EVENTS <= 1000
     finally:
         demo.handlers.close()
+
+
+def test_new_sessions_get_the_page_config_gradio_would_compute_each_their_own(recommender):
+    """Once launched the app remembers its blocks' configs for new sessions (serving/app.py PageConfig): each
+    session's deep-link config equals Gradio's own, a session writing into its copy changes no other, and a
+    block a session replaces is neither served from nor kept in the memory."""
+    from gradio.blocks import BlocksConfig
+    from gradio.state_holder import SessionState
+
+    demo = gradio_app.build({"tiny": recommender}, None, [])
+    try:
+        demo.default_config.remember()
+        expected = {k: BlocksConfig.config_for_block(k, [], v) for k, v in demo.blocks.items()}
+        first, second = SessionState(demo), SessionState(demo)
+        assert first.config_values == expected == second.config_values
+        key = next(k for k, config in first.config_values.items() if "props" in config)
+        first._update_value_in_config(key, "changed")
+        assert second.config_values[key] == expected[key] == SessionState(demo).config_values[key]
+        replaced = type(demo.blocks[key])()
+        first[key] = replaced
+        first._update_config(key)
+        assert first.config_values[key] == BlocksConfig.config_for_block(key, [], replaced) != expected[key]
+        assert demo.default_config.remembered[key][0] is demo.blocks[key] is not replaced
+    finally:
+        demo.handlers.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 
 import gradio as gr
+from gradio.blocks import BlocksConfig
 from starlette.middleware import Middleware
 
 from seq2seq.serving.gate import ServiceGate
@@ -25,6 +26,39 @@ MAX_THREADS = RECOMMEND_CONCURRENCY + 32  # Gradio counts every running event ag
 SESSIONS = 1000
 
 
+class PageConfig(BlocksConfig):
+    """Gradio's BlocksConfig, remembering the config of each block of the built page for new sessions.
+
+    Every new session (a browser tab, or a program's first API call) starts by computing the config of
+    each of the page's 92 blocks for deep links (Gradio's ``SessionState``: ``get_config`` and
+    ``inspect.signature`` per block), about 6 ms on the event loop per session on the dev machine; 50
+    technicians arriving at once queue behind 300 ms of it (docs/serving.md). Once ``remember`` is called
+    (at launch) the page's blocks no longer change: a session's updates replace its own copies of them,
+    which are never remembered. So each page block's config is computed once, and every session gets its
+    own copy of the two levels Gradio writes into (the config and its ``props``).
+    """
+
+    remembered: dict[int, tuple[object, dict]] | None = None  # block id -> (page block, its config); None: off
+
+    def __copy__(self) -> PageConfig:
+        new = super().__copy__()  # a BlocksConfig: a session's own block and function tables
+        new.__class__, new.remembered = PageConfig, self.remembered
+        return new
+
+    def remember(self) -> None:
+        self.remembered = {}
+
+    def config_for_block(self, _id, rendered_ids, block, renderable=None) -> dict:  # Gradio's signature
+        page_block = self.root_block.default_config.blocks.get(_id)
+        if self.remembered is None or rendered_ids or renderable is not None or block is not page_block:
+            return BlocksConfig.config_for_block(_id, rendered_ids, block, renderable)
+        entry = self.remembered.get(_id)
+        if entry is None or entry[0] is not block:
+            entry = self.remembered[_id] = (block, BlocksConfig.config_for_block(_id, rendered_ids, block))
+        config = entry[1]
+        return {**config, "props": dict(config["props"])} if "props" in config else dict(config)
+
+
 class App(gr.Blocks):
     """The page; launched, it also answers GET /health and POST /api/recommend and turns a full queue into
     "busy, try again in N s" (seq2seq/serving/gate.py), for every launch: the app's, the smoke test's, the tests'."""
@@ -32,6 +66,7 @@ class App(gr.Blocks):
     def __init__(self, handlers: Handlers, recommend_concurrency: int, **kwargs) -> None:
         super().__init__(**kwargs)
         self.handlers, self.recommend_concurrency = handlers, recommend_concurrency
+        self.default_config.__class__ = PageConfig  # same fields; remembers block configs once launched
 
     def launch(self, *args, app_kwargs: dict | None = None, max_threads: int = MAX_THREADS,
                state_session_capacity: int = SESSIONS, show_error: bool = True, **kwargs):
@@ -47,5 +82,6 @@ class App(gr.Blocks):
         # about 250 ms on the dev machine; frozen, about 20-60 ms (docs/serving.md).
         gc.collect()
         gc.freeze()
+        self.default_config.remember()
         return super().launch(*args, app_kwargs=app_kwargs, max_threads=max_threads,
                               state_session_capacity=state_session_capacity, show_error=show_error, **kwargs)
