@@ -5,13 +5,13 @@ from a checkpoint to fine-tune, handed to a ``seq2seq.train.Trainer``."""
 from __future__ import annotations
 
 import copy
-import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from seq2seq import averaging
 from seq2seq.checkpoint import read_checkpoint, restore
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus
@@ -92,7 +92,7 @@ def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:
     if overwrite:
         for name in ("best.pt", "last.pt", "metrics.jsonl"):
             (output_dir / name).unlink(missing_ok=True)
-        shutil.rmtree(output_dir / "kept", ignore_errors=True)  # weights an earlier run kept for averaging
+        averaging.forget(output_dir)  # weights an earlier run kept for averaging
     make_folder(output_dir)
 
 

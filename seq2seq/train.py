@@ -2,10 +2,8 @@
 wall-clock budget, best/last checkpoints and exact resume. A fine-tuning run (``--init-from``) chooses
 its best.pt by what it learned of its new pairs, within a tolerance of its start's dev BLEU
 (``seq2seq.finetune.Learning``), among its epochs and blends of its last weights with its start's.
-With ``average_best`` k > 1 the weights of the k best validations are kept in OUTPUT_DIR/kept/ while the
-run goes on (their list is in last.pt, so a resumed run keeps the same ones); when it ends their mean is
-validated as an epoch is and becomes best.pt if it scores higher (checkpoint averaging: Junczys-Dowmunt
-et al. 2016, Vaswani et al. 2017), and the folder is removed.
+With ``average_best`` k > 1 the mean of the k best validations' weights (``seq2seq.averaging``) is
+validated when the run ends and becomes best.pt if it scores higher.
 Its parts: ``seq2seq.optimizer`` makes one update (AdamW, schedule, mixed precision, clipping, DDP),
 ``seq2seq.report`` tells (progress bar, log, metrics.jsonl), ``seq2seq.checkpoint`` writes the files.
 
@@ -25,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import math
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +32,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from seq2seq.checkpoint import count_parameters, load_model, read_payload, save_atomic, save_checkpoint
+from seq2seq import averaging
+from seq2seq.checkpoint import count_parameters, load_model, save_atomic, save_checkpoint
 from seq2seq.config import SearchConfig, TrainConfig
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate, drop_source_pieces
@@ -50,7 +48,6 @@ from seq2seq.report import TrainingReport
 from seq2seq.tokenizer import Tokenizer
 
 SAMPLING_SEED_STRIDE = 100_003  # epoch e of seed s samples its pieces from s x this + e
-KEPT_KIND = "seq2seq-kept-weights"  # OUTPUT_DIR/kept/step-N.pt: weights kept for averaging, nothing else
 RANK_SEED_STRIDE = 1000  # under torchrun, process r draws dropout and teacher forcing from seed + r x this
 
 
@@ -228,21 +225,9 @@ class Trainer:
 
     def keep_for_averaging(self, bleu: float, learned: float | None) -> None:
         """Rank 0: the weights just validated into OUTPUT_DIR/kept/ when they rank among the ``average_best``
-        best so far; the one they push out is deleted."""
-        k, kept = self.config.average_best, self.state["kept"]
-        key = list(self.selection_key(bleu, learned))
-        if k < 2 or (len(kept) == k and key <= kept[-1]["key"]):
-            return
-        save_atomic({"kind": KEPT_KIND, "format_version": 1, "weights": self.model.state_dict()},
-                    self.kept_path(self.state["step"]))
-        kept.append({"key": key, "step": self.state["step"]})
-        kept.sort(key=lambda entry: entry["key"], reverse=True)
-        for entry in kept[k:]:
-            self.kept_path(entry["step"]).unlink(missing_ok=True)
-        del kept[k:]
-
-    def kept_path(self, step: int) -> Path:
-        return self.output_dir / "kept" / f"step-{step}.pt"
+        best so far (``seq2seq.averaging.keep``)."""
+        averaging.keep(self.state["kept"], self.config.average_best, list(self.selection_key(bleu, learned)),
+                       self.state["step"], self.model, self.output_dir)
 
     def average_kept(self) -> None:
         """The mean of the kept weights, validated as an epoch is and written to best.pt when it ranks higher;
@@ -251,20 +236,14 @@ class Trainer:
         if self.world.broadcast(float(len(kept))) < 2:
             return
         last = copy.deepcopy(self.model.state_dict())
-        if self.world.is_main:
-            self.model.load_state_dict(average_weights(
-                [read_payload(self.kept_path(entry["step"]), KEPT_KIND, 1, ("weights",))["weights"] for entry in kept]))
-        scores, _, bleu, learned = self.measure()
-        improved = self.becomes_best(bleu, learned)
-        if improved:
-            self.save("best.pt")
+        scores, _, improved = self.compete(averaging.mean_of(kept, self.output_dir) if self.world.is_main else None)
         if scores is not None:
             self.report.average([entry["step"] for entry in kept], self.state, scores, improved)
         self.model.load_state_dict(last)
         self.state["kept"] = []
         self.save("last.pt")
         if self.world.is_main:
-            shutil.rmtree(self.output_dir / "kept", ignore_errors=True)
+            averaging.forget(self.output_dir)
 
     def blend_with_start(self) -> None:
         """A fine-tuning run's last weights blended with its start's (``finetune.BLENDS``), each validated as an
@@ -273,14 +252,21 @@ class Trainer:
             return
         last = copy.deepcopy(self.model)
         for share in BLENDS:
-            self.model.load_state_dict(average_weights([self.start, last], [1 - share, share]))
-            scores, _, bleu, learned = self.measure()
-            kept = self.becomes_best(bleu, learned)
-            if kept:
-                self.save("best.pt")
+            scores, learned, kept = self.compete(average_weights([self.start, last], [1 - share, share]))
             if scores is not None:
                 self.report.blend(self.state, share, scores, learned or 0.0, kept)
         self.model.load_state_dict(last.state_dict())
+
+    def compete(self, weights: dict[str, torch.Tensor] | None) -> tuple[Scores | None, float | None, bool]:
+        """Load ``weights`` (None: keep the model's, as processes other than rank 0 do) and validate them as an
+        epoch is; best.pt when they rank higher. Returns the scores, the share learned and whether they won."""
+        if weights is not None:
+            self.model.load_state_dict(weights)
+        scores, _, bleu, learned = self.measure()
+        improved = self.becomes_best(bleu, learned)
+        if improved:
+            self.save("best.pt")
+        return scores, learned, improved
 
     def becomes_best(self, bleu: float, learned: float | None) -> bool:
         """Whether weights scoring ``bleu`` (and ``learned``) rank above best.pt's; if so they are recorded as the

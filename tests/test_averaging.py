@@ -82,7 +82,7 @@ def stand_in(tmp_path: Path, k: int) -> SimpleNamespace:
                           save=lambda name: saved.append((name, model.weight.item())),
                           report=SimpleNamespace(average=lambda steps, state, scores, kept:
                                                  reported.append((steps, kept))))
-    for method in ("selection_key", "becomes_best", "kept_path", "keep_for_averaging"):
+    for method in ("selection_key", "becomes_best", "compete", "keep_for_averaging"):
         setattr(run, method, getattr(Trainer, method).__get__(run))
     return run
 

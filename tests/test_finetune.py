@@ -207,6 +207,7 @@ def test_blends_of_the_last_weights_with_the_start_s_compete_for_best_pt_and_tra
                                                  reported.append((share, kept))))
     run.selection_key = lambda bleu, learned: Trainer.selection_key(run, bleu, learned)
     run.becomes_best = lambda bleu, learned: Trainer.becomes_best(run, bleu, learned)
+    run.compete = lambda weights: Trainer.compete(run, weights)
     Trainer.blend_with_start(run)
     assert saved == [("best.pt", pytest.approx(0.75))]
     assert run.state["best_learned"] == pytest.approx(0.75) and run.state["best_step"] == 7
