@@ -231,10 +231,11 @@ def _batch_tab(h: Handlers) -> None:
 
 def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, engines: list[Engine],
           feedback: FeedbackStore | None = None, queue_size: int = QUEUE_SIZE,
-          recommend_concurrency: int = RECOMMEND_CONCURRENCY) -> App:
+          recommend_concurrency: int = RECOMMEND_CONCURRENCY, decoder_process: bool = False) -> App:
     """The whole UI, queued but not launched (``demo.launch(max_file_size=MAX_FILE_SIZE, ...)``); without
-    ``feedback`` the verdict buttons and /feedback refuse politely."""
-    handlers = Handlers(translators, monitor, engines, feedback)
+    ``feedback`` the verdict buttons and /feedback refuse politely; ``decoder_process``: /recommend decodes
+    in a child process per translator (seq2seq/serving/decoder_process.py)."""
+    handlers = Handlers(translators, monitor, engines, feedback, decoder_process)
     with App(handlers, recommend_concurrency, title="Maintenance recommendations", analytics_enabled=False,
                    delete_cache=(FILE_MAX_AGE_S, FILE_MAX_AGE_S)) as demo:
         gr.Markdown("## Maintenance recommendations: alerts in, repairs out, with the attention behind them")
@@ -273,6 +274,9 @@ def main(argv: list[str] | None = None) -> None:
                         "feedback.sqlite in --default-dir (seq2seq feedback export/stats read it)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--decoder-process", action=argparse.BooleanOptionalAction, default=True,
+                        help="decode /recommend calls in a child process beside the app (default), so the app's "
+                        "own process serves requests on another core; --no-decoder-process: in the app's process")
     parser.add_argument("--smoke-test", action="store_true", help="serve on a free loopback port, call each "
                         "endpoint once through gradio_client, print the results and timings, shut down")
     args = parser.parse_args(argv)
@@ -284,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
     except Seq2SeqError as err:
         parser.exit(2, f"gradio_app: error: {err}\n")
     engines = bundled_engines()
-    demo = build(translators, monitor, engines, feedback)
+    demo = build(translators, monitor, engines, feedback, decoder_process=args.decoder_process)
     if args.smoke_test:
         oldest = max(engines, key=lambda engine: engine.length).unit  # the likeliest to raise alerts
         raise SystemExit(smoke_test(demo, next(iter(translators)), oldest, MAX_FILE_SIZE,

@@ -2,7 +2,7 @@
 
     python scripts/load_test.py [--model runs/default/translator.pt] [--rul-model runs/default/rul.pt]
         [--clients 1 10 50 100] [--calls 20] [--searches greedy beam5] [--bad-every 5] [--repeats 3]
-        [--max-seconds 600] [--direct | --floor | --fresh-sessions] [--client lean | httpx]
+        [--max-seconds 600] [--direct | --floor | --fresh-sessions] [--client lean | httpx] [--no-decoder-process]
 
 Starts ``gradio_app.py`` in a child process on a free loopback port (its own temporary feedback
 database), waits for its health route, then for each search and each number of concurrent clients
@@ -242,6 +242,7 @@ def start_app(args: argparse.Namespace, port: int, folder: Path) -> tuple[subpro
     else:
         command = [sys.executable, str(ROOT / "gradio_app.py"), "--model", args.model, "--port", str(port),
                    "--feedback-db", str(folder / "feedback.sqlite")]
+        command += [] if args.decoder_process else ["--no-decoder-process"]
     if args.rul_model and not args.floor:
         command += ["--rul-model", args.rul_model]
     with open(folder / "app.log", "wb") as log:  # the child keeps its own copy of the handle
@@ -273,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh-sessions", action="store_true", help="no session_hash: every call a new Gradio session "
                    "(by default each client keeps one, as gradio_client and a browser do)")
     p.add_argument("--direct", action="store_true", help="POST /api/recommend (one request a call, no Gradio queue)")
+    p.add_argument("--no-decoder-process", dest="decoder_process", action="store_false",
+                   help="start the app with --no-decoder-process: /recommend decodes in the app's own process")
     p.add_argument("--floor", action="store_true", help="a no-op /recommend instead of the app: Gradio's ceiling")
     p.add_argument("--client", choices=["lean", "httpx"], default="lean", help="the load generator's HTTP client: "
                    "its own keep-alive HTTP/1.1 (little CPU beside the app) or httpx")

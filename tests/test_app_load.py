@@ -61,9 +61,10 @@ def concurrently(url: str, calls: list[list]) -> list[tuple[str, object]]:
         return list(pool.map(one, calls))
 
 
-def test_concurrent_calls_are_decoded_together_and_answered_as_one_by_one(recommender):
+@pytest.mark.parametrize("decoder_process", [False, True], ids=["in the app", "in a child process"])
+def test_concurrent_calls_are_decoded_together_and_answered_as_one_by_one(recommender, decoder_process):
     passes = []
-    demo = gradio_app.build({"tiny": recommender}, None, [])
+    demo = gradio_app.build({"tiny": recommender}, None, [], decoder_process=decoder_process)
     batcher = demo.handlers.batchers["tiny"]
     decode = batcher.recommender.recommend
     counting = {"recommend": lambda self, *a, **k: passes.append(1) or decode(*a, **k)}
@@ -86,6 +87,8 @@ def test_concurrent_calls_are_decoded_together_and_answered_as_one_by_one(recomm
                [(r.verdict, [s.action for s in r.similar]) for r in alone]
     assert len(passes) < len(CALLS)  # some calls shared a decoder pass
     assert health["status"] == "ok" and health["translators"] == ["tiny"] and health["decoding"] == 0
+    assert health["decoder_processes"] == decoder_process
+    assert not any(decoder.alive for decoder in demo.handlers.decoders.values())  # closed with the handlers
 
 
 @pytest.mark.slow

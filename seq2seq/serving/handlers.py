@@ -25,6 +25,7 @@ from seq2seq.rul.cmapss import Engine, read_cmapss
 from seq2seq.rul.monitor import EngineMonitor, EngineReport
 from seq2seq.serving.batch import translate_file
 from seq2seq.serving.batcher import MicroBatcher
+from seq2seq.serving.decoder_process import DecoderProcess
 from seq2seq.serving.destinations import model_digest
 from seq2seq.serving.feedback import Feedback, FeedbackStore, ShownRecommendations
 from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
@@ -53,8 +54,10 @@ class Handlers:
     """The functions behind the events; model calls are the ones that share the "model" slot."""
 
     def __init__(self, translators: dict[str, Recommender], monitor: EngineMonitor | None,
-                 engines: list[Engine], feedback: FeedbackStore | None = None) -> None:
-        """``feedback``: where /feedback and the verdict buttons store records (none: they refuse politely)."""
+                 engines: list[Engine], feedback: FeedbackStore | None = None, decoder_process: bool = False) -> None:
+        """``feedback``: where /feedback and the verdict buttons store records (none: they refuse politely);
+        ``decoder_process``: /recommend's batches are decoded in a child process per translator
+        (seq2seq/serving/decoder_process.py), not on this process's interpreter lock."""
         if not translators:
             raise ValueError("the UI needs at least one translator")
         self.translators, self.monitor = translators, monitor
@@ -62,7 +65,10 @@ class Handlers:
         self.digests = {name: model_digest(recommender) for name, recommender in translators.items()}
         self.engines = {engine.unit: engine for engine in engines}
         # /recommend calls from many technicians at once share decoder passes (seq2seq/serving/batcher.py)
-        self.batchers = {name: MicroBatcher(recommender) for name, recommender in translators.items()}
+        self.decoders = {name: DecoderProcess(recommender) for name, recommender in translators.items()
+                         if decoder_process}
+        self.batchers = {name: MicroBatcher(self.decoders.get(name, recommender))
+                         for name, recommender in translators.items()}
         self._work = tempfile.TemporaryDirectory(prefix="maintenance-app-")  # removed at exit or close()
         self.work_dir = Path(self._work.name)
 
@@ -70,6 +76,8 @@ class Handlers:
         """Stop the micro-batchers and remove the batch results' folder now rather than at exit."""
         for batcher in self.batchers.values():
             batcher.close()
+        for decoder in self.decoders.values():
+            decoder.close()
         self._work.cleanup()
 
     def health(self, queued: int) -> dict[str, Any]:
@@ -78,6 +86,7 @@ class Handlers:
         rate = sum(batcher.rate for batcher in self.batchers.values())  # requests answered per second, lately
         return {"status": "ok", "translators": list(self.translators), "rul_model": self.monitor is not None,
                 "queue": queued, "decoding": decoding,
+                "decoder_processes": sum(decoder.alive for decoder in self.decoders.values()),
                 "retry_after_s": max(1, round((queued + decoding) / rate)) if rate > 0 else 1}
 
     def _new_output_dir(self) -> Path:
