@@ -1,5 +1,6 @@
 """Several translators made into one: checkpoints into one payload (their ensemble or their weights'
-average), and ``train_members``, a recipe's seeds trained and saved as one ensemble.
+average), and ``train_members``, a recipe's seeds trained and saved as one ensemble (or as the teacher
+of as many students: ``train.distill``).
 
 ``combine_checkpoints`` serves ``seq2seq average | ensemble`` and ``train_members``. The inputs
 must share one tokenizer and one model configuration. The case memory is the first input's; its trust
@@ -11,22 +12,31 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
+
 from seq2seq.checkpoint import load_model, members_weights, save_atomic
-from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig
-from seq2seq.corpus import ParallelCorpus
+from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
+from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.distributed import ONE_PROCESS, World
 from seq2seq.ensemble import Ensemble, average_weights
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import fit_trust_on
+from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.recommender import Recommender, read_memory
 from seq2seq.runs import build_trainer
+from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import TrainResult, score_greedy
+
+TEACHER, DISTILLED = "teacher.pt", "distilled.jsonl"  # in OUTPUT_DIR, with train.distill
+DISTILL_SEARCH = SearchConfig(beam_size=5)  # the teacher's search when the recipe names none
+CPU = torch.device("cpu")
 
 
 def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemble"],
@@ -63,55 +73,128 @@ def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemb
 def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | Path, model_config: ModelConfig,
                   train_config: TrainConfig, tokenizer_config: TokenizerConfig, resume: bool = False,
                   overwrite: bool = False, log: Callable[[str], None] = print,
-                  world: World = ONE_PROCESS) -> TrainResult:
+                  world: World = ONE_PROCESS, search: SearchConfig | None = None) -> TrainResult:
     """``train_config.members`` runs of one recipe, seeds seed, seed + 1, ..., each in OUTPUT_DIR/member-K with
     its own best.pt and last.pt, one tokenizer for all; OUTPUT_DIR/best.pt is their ensemble (seq2seq.ensemble)
     with the trust model fitted again on dev; ``max_minutes`` is the whole run's budget, shared equally. A
     member that finished wrote member-K/result.json; ``resume`` skips it, continues the member that was cut
-    short and starts the ones not begun."""
+    short and starts the ones not begun.
+
+    With ``train_config.distill`` the members' ensemble is OUTPUT_DIR/teacher.pt instead, and teaches
+    (sequence-level knowledge distillation, Kim and Rush 2016, "Sequence-level knowledge distillation"): it
+    translates every training alert with ``search`` (the recipe's tuned settings; default DISTILL_SEARCH)
+    into OUTPUT_DIR/distilled.jsonl, and as many students (OUTPUT_DIR/student-K, the same seeds) learn those
+    translations in place of the logbook's own actions. MaintNet repeats an alert with many different
+    actions; the teacher gives each alert its one likeliest answer, which a model of this size learns
+    better (docs/recipes.md). OUTPUT_DIR/best.pt is the students' ensemble; its case memory holds the
+    original pairs, which are what technicians did."""
     output_dir = Path(output_dir)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other")
-    folders = [output_dir / f"member-{k}" for k in range(1, train_config.members + 1)]
-    if resume and not any((folder / "last.pt").is_file() for folder in folders):
+    seeds = range(1, train_config.members + 1)
+    teachers = [output_dir / f"member-{k}" for k in seeds]
+    students = [output_dir / f"student-{k}" for k in seeds] if train_config.distill else []
+    if resume and not any((folder / "last.pt").is_file() for folder in teachers):
         raise ConfigError(f"--resume: nothing to resume in {output_dir} (no member-K/last.pt)")
-    if not (resume or overwrite) and ((output_dir / "best.pt").exists() or (folders[0] / "last.pt").exists()):
+    if not (resume or overwrite) and ((output_dir / "best.pt").exists() or (teachers[0] / "last.pt").exists()):
         raise ConfigError(f"{output_dir} already holds a training run; pass --resume to continue it, "
                           "--overwrite to start over, or choose another --output-dir")
     if overwrite and world.is_main:
-        (output_dir / "best.pt").unlink(missing_ok=True)
-        for folder in folders:
-            (folder / "result.json").unlink(missing_ok=True)
-    results: list[TrainResult] = []
-    tokenizer = None
-    for k, folder in enumerate(folders):
-        config = replace(train_config, members=1, seed=train_config.seed + k,
-                         max_minutes=train_config.max_minutes / len(folders))
-        if resume and (folder / "result.json").is_file():
-            results.append(TrainResult(**json.loads((folder / "result.json").read_text(encoding="utf-8"))))
-            log(f"member {k + 1}/{len(folders)} (seed {config.seed}) had finished: {folder}")
-            continue
-        trainer = build_trainer(train, dev, folder, model_config, config, tokenizer_config,
-                                resume and (folder / "last.pt").is_file(), overwrite, log, world, tokenizer=tokenizer)
-        if tokenizer is None:  # logged once the first model is built: a bad configuration is one line alone
-            log(f"{len(folders)} members, seeds {train_config.seed}..{train_config.seed + len(folders) - 1}, "
-                "decoded together as one ensemble")
-        log(f"member {k + 1}/{len(folders)}: seed {config.seed}, in {folder}")
-        tokenizer = trainer.tokenizer
-        results.append(trainer.fit())
-        if world.is_main:  # written whole or not at all: a half-written record would block --resume
-            (folder / "result.tmp").write_text(json.dumps(dataclasses.asdict(results[-1])) + "\n", encoding="utf-8")
-            (folder / "result.tmp").replace(folder / "result.json")
+        for path in [output_dir / "best.pt", output_dir / TEACHER, output_dir / DISTILLED,
+                     *(folder / "result.json" for folder in teachers + students)]:
+            path.unlink(missing_ok=True)
+    runs_in_all = len(teachers + students)
+    share = replace(train_config, members=1, distill=False, max_minutes=train_config.max_minutes / runs_in_all)
+    runs = _Runs(dev, model_config, share, tokenizer_config, resume, overwrite, log, world)
+    results = runs.train(train, teachers)
+    if not students:
+        return _summary(results, _save_ensemble(teachers, dev, output_dir / "best.pt", results, log, world))
+    _save_ensemble(teachers, dev, output_dir / TEACHER, results, log, world)
+    distilled = distil(output_dir / TEACHER, train, search or DISTILL_SEARCH, output_dir / DISTILLED, log, world,
+                       world.place(resolve_device(train_config.device)))
+    taught = runs.train(distilled, students, cases=train)
+    return _summary(results + taught, _save_ensemble(students, dev, output_dir / "best.pt", taught, log, world))
+
+
+@dataclass
+class _Runs:
+    """The members' runs of one recipe: the settings they share, and the tokenizer once the first has one."""
+
+    dev: ParallelCorpus
+    model_config: ModelConfig
+    config: TrainConfig  # one member's: members 1, its share of the budget
+    tokenizer_config: TokenizerConfig
+    resume: bool
+    overwrite: bool
+    log: Callable[[str], None]
+    world: World
+    tokenizer: Tokenizer | None = None
+
+    def train(self, train: ParallelCorpus, folders: list[Path], cases: ParallelCorpus | None = None
+              ) -> list[TrainResult]:
+        """One run per folder, seeds seed, seed + 1, ... (``cases``: their case memory, default ``train``)."""
+        results: list[TrainResult] = []
+        first = self.config.seed
+        for k, folder in enumerate(folders):
+            config = replace(self.config, seed=first + k)
+            if self.resume and (folder / "result.json").is_file():
+                results.append(TrainResult(**json.loads((folder / "result.json").read_text(encoding="utf-8"))))
+                self.log(f"{folder.name} (seed {config.seed}) had finished: {folder}")
+                continue
+            trainer = build_trainer(train, self.dev, folder, self.model_config, config, self.tokenizer_config,
+                                    self.resume and (folder / "last.pt").is_file(), self.overwrite, self.log,
+                                    self.world, cases=cases, tokenizer=self.tokenizer)
+            if self.tokenizer is None:  # logged once the first model is built: a bad configuration is one line alone
+                self.log(f"{len(folders)} members, seeds {first}..{first + len(folders) - 1}, "
+                         "decoded together as one ensemble")
+            self.log(f"{folder.name} ({k + 1}/{len(folders)}): seed {config.seed}, in {folder}")
+            self.tokenizer = trainer.tokenizer
+            results.append(trainer.fit())
+            if self.world.is_main:  # written whole or not at all: a half-written record would block --resume
+                (folder / "result.tmp").write_text(json.dumps(dataclasses.asdict(results[-1])) + "\n",
+                                                   encoding="utf-8")
+                (folder / "result.tmp").replace(folder / "result.json")
+        return results
+
+
+def _save_ensemble(folders: list[Path], dev: ParallelCorpus, path: Path, results: list[TrainResult],
+                   log: Callable[[str], None], world: World) -> float:
+    """The runs' best.pt files as one ensemble at ``path`` (trust fitted on dev); its greedy dev BLEU."""
     bleu = 0.0
     if world.is_main:
         payload, _ = combine_checkpoints([folder / "best.pt" for folder in folders], "ensemble", dev)
-        save_atomic(payload, output_dir / "best.pt")
-        model, tokenizer, _ = load_model(output_dir / "best.pt")
+        save_atomic(payload, path)
+        model, tokenizer, _ = load_model(path)
         bleu = score_greedy(Recommender(model, tokenizer), dev)[0].bleu
-        log(f"{output_dir / 'best.pt'}: the ensemble of {len(folders)} members, dev BLEU {bleu:.2f} "
+        log(f"{path}: the ensemble of {len(folders)} members, dev BLEU {bleu:.2f} "
             f"(members {', '.join(f'{r.best_bleu:.2f}' for r in results)})")
-    return TrainResult(best_bleu=world.broadcast(bleu), best_step=0,
-                       steps=sum(r.steps for r in results), epochs=sum(r.epochs for r in results),
-                       seconds=sum(r.seconds for r in results),
+    return world.broadcast(bleu)
+
+
+def _summary(results: list[TrainResult], bleu: float) -> TrainResult:
+    return TrainResult(best_bleu=bleu, best_step=0, steps=sum(r.steps for r in results),
+                       epochs=sum(r.epochs for r in results), seconds=sum(r.seconds for r in results),
                        tokens_per_second=sum(r.tokens_per_second for r in results) / len(results),
                        stopped="members", parameters=sum(r.parameters for r in results))
+
+
+def distil(teacher: Path, train: ParallelCorpus, search: SearchConfig, path: Path, log: Callable[[str], None],
+           world: World = ONE_PROCESS, device: torch.device = CPU) -> ParallelCorpus:
+    """``train`` with each target replaced by the ``teacher``'s translation of its source (kept where the
+    teacher answers nothing), written to ``path`` (JSONL) and read back from there when it exists (--resume)."""
+    if not path.is_file():
+        if world.is_main:
+            model, tokenizer, _ = load_model(teacher)
+            started, workers = time.perf_counter(), worker_count(0, device)
+            with one_core_workers(workers):
+                answers = Recommender(model, tokenizer, device, workers=workers).translate(
+                    [example.source for example in train.examples], search)
+            lines = [json.dumps({"source": example.source, "target": answer or example.target}, ensure_ascii=False)
+                     for example, answer in zip(train.examples, answers, strict=True)]
+            path.with_suffix(".tmp").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            path.with_suffix(".tmp").replace(path)
+            changed = sum(answer != example.target for example, answer in zip(train.examples, answers, strict=True))
+            log(f"{path}: the teacher's translations of {len(answers)} training alerts ({search.beam_size}-beam, "
+                f"{time.perf_counter() - started:.0f} s); {changed} differ from the logbook's action")
+        world.barrier()
+    return read_parallel(path)

@@ -81,11 +81,15 @@ class TrainConfig:
     max_target_length: int = 100  # pieces; longer training targets are skipped and counted
     subword_alpha: float = 0.0  # > 0: each epoch's training pairs in freshly sampled pieces (tokenizer.sample_options)
     members: int = 1  # runs of this recipe with seeds seed, seed + 1, ...; > 1: best.pt is their ensemble
+    distill: bool = False  # members > 1: their ensemble teaches as many students; best.pt is theirs (combine.py)
     average_best: int = 0  # k > 1: best.pt may be the mean of the k best validations' weights (train.py)
     forget_tolerance: float = 1.0  # --init-from: dev BLEU best.pt may give up to learn the new pairs (train.py)
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        if self.distill and self.members < 2:
+            raise ConfigError(f"train: distill needs members of at least 2 (their ensemble teaches), "
+                              f"got {self.members}")
 
 
 

@@ -12,25 +12,31 @@ from support import TINY_CONFIG, assert_one_line_error, run_cli, tiny_data, trai
 
 from seq2seq.checkpoint import load_model, read_checkpoint
 from seq2seq.config import SearchConfig
+from seq2seq.corpus import read_parallel
 from seq2seq.ensemble import Ensemble
 from seq2seq.recommender import Recommender
+from seq2seq.tokenizer import normalize
 
 ALERTS = ["pump vibration high", "belt worn", "valve stuck closed"]
 RECIPE = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "members": 2},
           "search": {"beam_size": 3, "length_penalty": 0.5}}
 
 
-@pytest.fixture(scope="module")
-def recipe_run(tmp_path_factory):
-    """A two-member recipe with a search section, trained on the tiny data."""
-    root = tmp_path_factory.mktemp("recipe")
+def trained_recipe(root, recipe: dict):
+    """``recipe`` trained on the tiny data under ``root``: (root, data, config file, CLI result)."""
     data = tiny_data(root / "data")
     config = root / "recipe.json"
-    config.write_text(json.dumps(RECIPE), encoding="utf-8")
+    config.write_text(json.dumps(recipe), encoding="utf-8")
     with training_threads():
         result = run_cli(*train_args(data, root / "run"), "--config", str(config))
     assert result.status == 0, result.stderr
     return root, data, config, result
+
+
+@pytest.fixture(scope="module")
+def recipe_run(tmp_path_factory):
+    """A two-member recipe with a search section, trained on the tiny data."""
+    return trained_recipe(tmp_path_factory.mktemp("recipe"), RECIPE)
 
 
 def test_members_train_with_consecutive_seeds_and_best_pt_is_their_ensemble(recipe_run):
@@ -111,6 +117,60 @@ def test_the_ui_searches_with_the_translators_own_default_when_no_beam_is_sent(r
         assert asyncio.run(handlers.recommend_direct([ALERTS[0], None, 1]))["beam_size"] == 1
     finally:
         handlers.close()
+
+
+@pytest.fixture(scope="module")
+def distilled_run(tmp_path_factory):
+    """The two-member recipe with train.distill: its ensemble teaches two students."""
+    return trained_recipe(tmp_path_factory.mktemp("distil"), {**RECIPE, "train": {**RECIPE["train"], "distill": True}})
+
+
+def test_with_distill_the_members_ensemble_teaches_students_whose_ensemble_is_best_pt(distilled_run):
+    root, data, _, result = distilled_run
+    run = root / "run"
+    teacher = Recommender.from_checkpoint(run / "teacher.pt")
+    train = read_parallel(data.train)
+    taught = [json.loads(line) for line in (run / "distilled.jsonl").read_text(encoding="utf-8").splitlines()]
+    answers = teacher.translate([e.source for e in train.examples], SearchConfig(beam_size=3, length_penalty=0.5))
+    assert [(t["source"], t["target"]) for t in taught] == \
+           [(e.source, answer or e.target) for e, answer in zip(train.examples, answers, strict=True)]
+    assert sum(t["target"] != e.target for t, e in zip(taught, train.examples, strict=True)) > 0  # it did teach
+    model, _, payload = load_model(run / "best.pt")
+    assert isinstance(model, Ensemble) and len(model.members) == 2
+    students = [read_checkpoint(run / f"student-{k}" / "best.pt") for k in (1, 2)]
+    assert [s["train_config"]["seed"] for s in students] == [1, 2]
+    assert students[0]["tokenizer"] == payload["tokenizer"] == read_checkpoint(run / "teacher.pt")["tokenizer"]
+    for student, weights in zip(model.members, [s["weights"] for s in students], strict=True):
+        for name, tensor in student.state_dict().items():
+            torch.testing.assert_close(tensor, weights[name])
+    # past cases are what technicians did, not what the teacher said
+    cases = Recommender.from_checkpoint(run / "best.pt").memory
+    assert sorted(zip(cases.alerts, cases.actions, strict=True)) == sorted({(normalize(e.source), normalize(e.target))
+                                                                            for e in train.examples})
+    assert "distilled.jsonl" in result.stderr and json.loads(result.stdout)["stopped"] == "members"
+
+
+def test_resume_of_a_distilled_recipe_reuses_its_teacher_and_translations(distilled_run):
+    root, data, config, _ = distilled_run
+    run = root / "run"
+    before = read_checkpoint(run / "best.pt")
+    written = (run / "distilled.jsonl").stat().st_mtime_ns
+    with training_threads():
+        result = run_cli(*train_args(data, run), "--config", str(config), "--resume")
+    assert result.status == 0, result.stderr
+    assert result.stderr.count("had finished") == 4 and (run / "distilled.jsonl").stat().st_mtime_ns == written
+    after = read_checkpoint(run / "best.pt")
+    for name, tensor in before["weights"].items():
+        assert torch.equal(tensor, after["weights"][name])
+
+
+def test_distill_without_members_is_a_one_line_error(tmp_path):
+    data = tiny_data(tmp_path / "data")
+    config = tmp_path / "one.json"
+    config.write_text(json.dumps({**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "distill": True}}), encoding="utf-8")
+    result = run_cli(*train_args(data, tmp_path / "run"), "--config", str(config))
+    assert_one_line_error(result, "distill needs members of at least 2")
+    assert not (tmp_path / "run").exists()
 
 
 # -- RUL ------------------------------------------------------------------------------------------

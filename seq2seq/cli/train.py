@@ -133,7 +133,7 @@ def run_train(args: argparse.Namespace) -> int:
         train, cases = start.corpora(train, args.replay, log) if start else (train, None)
         if train_config.members > 1:
             result = train_members(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
-                                   args.resume, args.overwrite, log, world)
+                                   args.resume, args.overwrite, log, world, search)
         else:
             result = train_one(args, train, dev, model_config, train_config, tokenizer_config, start, cases, log, world,
                                new if start else None)
