@@ -37,6 +37,7 @@ from seq2seq.train import TrainResult, score_greedy
 TEACHER, DISTILLED = "teacher.pt", "distilled.jsonl"  # in OUTPUT_DIR, with train.distill
 DISTILL_SEARCH = SearchConfig(beam_size=5)  # the teacher's search when the recipe names none
 CPU = torch.device("cpu")
+LAST_MINUTES = 0.05  # a run that starts with the budget spent still trains this long (its best.pt is a model)
 
 
 def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemble"],
@@ -76,7 +77,8 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
                   world: World = ONE_PROCESS, search: SearchConfig | None = None) -> TrainResult:
     """``train_config.members`` runs of one recipe, seeds seed, seed + 1, ..., each in OUTPUT_DIR/member-K with
     its own best.pt and last.pt, one tokenizer for all; OUTPUT_DIR/best.pt is their ensemble (seq2seq.ensemble)
-    with the trust model fitted again on dev; ``max_minutes`` is the whole run's budget, shared equally. A
+    with the trust model fitted again on dev; ``max_minutes`` is the whole run's budget: each member may take
+what is left of it shared by the members still to train, so one that stops early leaves time to the rest. A
     member that finished wrote member-K/result.json; ``resume`` skips it, continues the member that was cut
     short and starts the ones not begun.
 
@@ -103,9 +105,8 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         for path in [output_dir / "best.pt", output_dir / TEACHER, output_dir / DISTILLED,
                      *(folder / "result.json" for folder in teachers + students)]:
             path.unlink(missing_ok=True)
-    runs_in_all = len(teachers + students)
-    share = replace(train_config, members=1, distill=False, max_minutes=train_config.max_minutes / runs_in_all)
-    runs = _Runs(dev, model_config, share, tokenizer_config, resume, overwrite, log, world)
+    one = replace(train_config, members=1, distill=False)
+    runs = _Runs(dev, model_config, one, tokenizer_config, resume, overwrite, log, world, len(teachers + students))
     results = runs.train(train, teachers)
     if not students:
         return _summary(results, _save_ensemble(teachers, dev, output_dir / "best.pt", results, log, world))
@@ -118,17 +119,27 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
 
 @dataclass
 class _Runs:
-    """The members' runs of one recipe: the settings they share, and the tokenizer once the first has one."""
+    """The members' runs of one recipe: the settings they share, the budget left, and the tokenizer once the
+    first has one."""
 
     dev: ParallelCorpus
     model_config: ModelConfig
-    config: TrainConfig  # one member's: members 1, its share of the budget
+    config: TrainConfig  # one member's (members 1); its max_minutes is the whole recipe's
     tokenizer_config: TokenizerConfig
     resume: bool
     overwrite: bool
     log: Callable[[str], None]
     world: World
+    runs_left: int  # runs of the recipe not yet trained, these and later ones (a distilled recipe's students)
     tokenizer: Tokenizer | None = None
+    started: float = dataclasses.field(default_factory=time.monotonic)
+
+    def minutes(self) -> float:
+        """The next run's budget: what is left of the recipe's, shared by the runs still to train (0: none)."""
+        if self.config.max_minutes <= 0:
+            return 0.0
+        left = self.config.max_minutes - (time.monotonic() - self.started) / 60
+        return max(left, LAST_MINUTES) / self.runs_left
 
     def train(self, train: ParallelCorpus, folders: list[Path], cases: ParallelCorpus | None = None
               ) -> list[TrainResult]:
@@ -136,7 +147,8 @@ class _Runs:
         results: list[TrainResult] = []
         first = self.config.seed
         for k, folder in enumerate(folders):
-            config = replace(self.config, seed=first + k)
+            config = replace(self.config, seed=first + k, max_minutes=self.minutes())
+            self.runs_left -= 1
             if self.resume and (folder / "result.json").is_file():
                 results.append(TrainResult(**json.loads((folder / "result.json").read_text(encoding="utf-8"))))
                 self.log(f"{folder.name} (seed {config.seed}) had finished: {folder}")

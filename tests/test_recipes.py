@@ -5,14 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 import torch
-from support import TINY_CONFIG, assert_one_line_error, run_cli, tiny_data, train_args, trained, training_threads
+from support import (
+    TINY_CONFIG,
+    assert_one_line_error,
+    run_cli,
+    tiny_config,
+    tiny_data,
+    train_args,
+    trained,
+    training_threads,
+)
 
 from seq2seq.checkpoint import load_model, read_checkpoint
-from seq2seq.config import SearchConfig
+from seq2seq.config import SearchConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import read_parallel
+from seq2seq.distributed import ONE_PROCESS
 from seq2seq.ensemble import Ensemble
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import normalize
@@ -171,6 +182,21 @@ def test_distill_without_members_is_a_one_line_error(tmp_path):
     result = run_cli(*train_args(data, tmp_path / "run"), "--config", str(config))
     assert_one_line_error(result, "distill needs members of at least 2")
     assert not (tmp_path / "run").exists()
+
+
+def test_each_member_may_take_what_is_left_of_the_budget_shared_by_the_runs_still_to_train(tmp_path):
+    from seq2seq.combine import LAST_MINUTES, _Runs
+
+    data = read_parallel(tiny_data(tmp_path).dev)
+    runs = _Runs(data, tiny_config(), TrainConfig(max_minutes=10), TokenizerConfig(), False, False, print,
+                 ONE_PROCESS, runs_left=4)
+    assert runs.minutes() == pytest.approx(2.5, abs=1e-3)
+    runs.started -= 6 * 60  # 6 of the 10 minutes spent, by runs that stopped early or late
+    runs.runs_left = 2
+    assert runs.minutes() == pytest.approx(2.0, abs=1e-3)
+    runs.started -= 10 * 60  # overspent: the remaining runs still train a little each
+    assert runs.minutes() == pytest.approx(LAST_MINUTES / 2)
+    assert replace(runs, config=TrainConfig()).minutes() == 0  # no budget: none
 
 
 # -- RUL ------------------------------------------------------------------------------------------
