@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -119,3 +121,36 @@ def test_frames_round_trip_and_a_cut_stream_ends_them():
     cut = io.BytesIO(whole[:-1])
     read_frame(cut)
     assert read_frame(cut) is None
+
+
+def gone(pid: int) -> bool:
+    """No such process, or a zombie its new parent has not reaped yet."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            return any(line.startswith("State:") and "Z" in line.split()[1] for line in status)
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the orphan")
+def test_an_app_killed_with_sigkill_leaves_no_decoding_process_behind(tmp_path, tmp_path_factory):
+    best = trained(tmp_path_factory.getbasetemp()).best
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import sys, time\n"
+        "from seq2seq.recommender import Recommender\n"
+        "from seq2seq.serving.decoder_process import DecoderProcess\n"
+        f"process = DecoderProcess(Recommender.from_checkpoint({str(best)!r}))\n"
+        "print(process._child.pid, flush=True)\n"
+        "time.sleep(120)\n", encoding="utf-8")
+    app = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE)
+    try:
+        child = int(app.stdout.readline())
+        assert not gone(child)
+    finally:
+        app.kill()  # SIGKILL: no handler runs, the pipes just close
+        app.wait()
+    deadline = time.monotonic() + 30
+    while not gone(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert gone(child)
