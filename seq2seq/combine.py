@@ -78,7 +78,7 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     """``train_config.members`` runs of one recipe, seeds seed, seed + 1, ..., each in OUTPUT_DIR/member-K with
     its own best.pt and last.pt, one tokenizer for all; OUTPUT_DIR/best.pt is their ensemble (seq2seq.ensemble)
     with the trust model fitted again on dev; ``max_minutes`` is the whole run's budget: each member may take
-what is left of it shared by the members still to train, so one that stops early leaves time to the rest. A
+    what is left of it shared by the members still to train, so one that stops early leaves time to the rest. A
     member that finished wrote member-K/result.json; ``resume`` skips it, continues the member that was cut
     short and starts the ones not begun.
 
@@ -194,19 +194,19 @@ def distil(teacher: Path, train: ParallelCorpus, search: SearchConfig, path: Pat
            world: World = ONE_PROCESS, device: torch.device = CPU) -> ParallelCorpus:
     """``train`` with each target replaced by the ``teacher``'s translation of its source (kept where the
     teacher answers nothing), written to ``path`` (JSONL) and read back from there when it exists (--resume)."""
-    if not path.is_file():
-        if world.is_main:
-            model, tokenizer, _ = load_model(teacher)
-            started, workers = time.perf_counter(), worker_count(0, device)
-            with one_core_workers(workers):
-                answers = Recommender(model, tokenizer, device, workers=workers).translate(
-                    [example.source for example in train.examples], search)
-            lines = [json.dumps({"source": example.source, "target": answer or example.target}, ensure_ascii=False)
-                     for example, answer in zip(train.examples, answers, strict=True)]
-            path.with_suffix(".tmp").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-            path.with_suffix(".tmp").replace(path)
-            changed = sum(answer != example.target for example, answer in zip(train.examples, answers, strict=True))
-            log(f"{path}: the teacher's translations of {len(answers)} training alerts ({search.beam_size}-beam, "
-                f"{time.perf_counter() - started:.0f} s); {changed} differ from the logbook's action")
-        world.barrier()
+    if world.is_main and not path.is_file():
+        model, tokenizer, _ = load_model(teacher)
+        started, workers = time.perf_counter(), worker_count(0, device)
+        with one_core_workers(workers):
+            answers = Recommender(model, tokenizer, device, workers=workers).translate(
+                [example.source for example in train.examples], search)
+        targets = [answer or example.target for example, answer in zip(train.examples, answers, strict=True)]
+        path.with_suffix(".tmp").write_text("".join(
+            json.dumps({"source": example.source, "target": target}, ensure_ascii=False) + "\n"
+            for example, target in zip(train.examples, targets, strict=True)), encoding="utf-8")
+        path.with_suffix(".tmp").replace(path)
+        changed = sum(target != example.target for example, target in zip(train.examples, targets, strict=True))
+        log(f"{path}: the teacher's translations of {len(answers)} training alerts ({search.beam_size}-beam, "
+            f"{time.perf_counter() - started:.0f} s); {changed} differ from the logbook's action")
+    world.barrier()  # every process, whichever found the file: the others read what rank 0 wrote
     return read_parallel(path)
