@@ -1,8 +1,8 @@
 """Checkpoint averaging within a run (``TrainConfig.average_best`` k > 1): the weights of the k best
 validations are kept in OUTPUT_DIR/kept/step-N.pt while the run goes on, and their element-wise mean
-(Junczys-Dowmunt et al. 2016, Vaswani et al. 2017) competes for best.pt when it ends (``seq2seq.train``).
+(Junczys-Dowmunt et al. 2016, Vaswani et al. 2017) competes for best.pt when it ends (``seq2seq.selection``).
 
-Which validations are kept is a list in the trainer's state, ``[{"key": [...], "step": n}]`` best first, so
+Which validations are kept is a list in the selection's state, ``[{"key": [...], "step": n}]`` best first, so
 it travels in last.pt and a resumed run keeps the same ones.
 """
 

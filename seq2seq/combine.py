@@ -31,8 +31,9 @@ from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.recommender import Recommender, read_memory
 from seq2seq.runs import build_trainer
+from seq2seq.selection import score_greedy
 from seq2seq.tokenizer import Tokenizer
-from seq2seq.train import TrainResult, score_greedy
+from seq2seq.train import TrainResult
 
 TEACHER, DISTILLED = "teacher.pt", "distilled.jsonl"  # in OUTPUT_DIR, with train.distill
 DISTILL_SEARCH = SearchConfig(beam_size=5)  # the teacher's search when the recipe names none

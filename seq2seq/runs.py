@@ -37,7 +37,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     ``init``: start from this model and tokenizer (``seq2seq.finetune``) instead of new ones, whose
     configurations then go unused. ``cases``: the pairs best.pt keeps as its case memory (default ``train``).
     ``tokenizer``: a fresh run's tokenizer, instead of one trained on ``train`` (the members of one recipe share it).
-    ``learn``: a fine-tuning run's new pairs, which best.pt is chosen to have learned (``Trainer.selection_key``).
+    ``learn``: a fine-tuning run's new pairs, which best.pt is chosen to have learned (``Selection.key``).
     """
     output_dir = Path(output_dir)
     last = output_dir / "last.pt"
@@ -77,7 +77,8 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
                       train if cases is None else cases, learn, start)
     if payload is not None:
         trainer.load_training_state(payload["training_state"])
-        log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {trainer.state['best_bleu']:.2f})")
+        best = trainer.selection.state["best_bleu"]
+        log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {best:.2f})")
     return trainer
 
 

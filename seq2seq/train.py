@@ -1,11 +1,9 @@
 """The training loop: epochs of token-budget batches, validation by greedy dev BLEU, early stopping, a
-wall-clock budget, best/last checkpoints and exact resume. A fine-tuning run (``--init-from``) chooses
-its best.pt by what it learned of its new pairs, within a tolerance of its start's dev BLEU
-(``seq2seq.finetune.Learning``), among its epochs and blends of its last weights with its start's.
-With ``average_best`` k > 1 the mean of the k best validations' weights (``seq2seq.averaging``) is
-validated when the run ends and becomes best.pt if it scores higher.
+wall-clock budget, best/last checkpoints and exact resume.
 Its parts: ``seq2seq.optimizer`` makes one update (AdamW, schedule, mixed precision, clipping, DDP),
-``seq2seq.report`` tells (progress bar, log, metrics.jsonl), ``seq2seq.checkpoint`` writes the files.
+``seq2seq.selection`` decides which weights become best.pt (each validation, the mean of the best ones,
+a fine-tuning run's blends with its start), ``seq2seq.report`` tells (progress bar, log, metrics.jsonl),
+``seq2seq.checkpoint`` writes the files.
 
 Randomness comes from three sources, all seeded from ``TrainConfig.seed`` and saved in last.pt:
 torch's global generator (initialisation, dropout), the batch-order generator and the
@@ -21,7 +19,6 @@ takes the same schedule and early-stopping decisions and all stop together.
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections.abc import Callable
@@ -32,19 +29,17 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from seq2seq import averaging
 from seq2seq.checkpoint import count_parameters, load_model, save_atomic, save_checkpoint
-from seq2seq.config import SearchConfig, TrainConfig
+from seq2seq.config import TrainConfig
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate, drop_source_pieces
 from seq2seq.distributed import ONE_PROCESS, World
-from seq2seq.ensemble import average_weights
-from seq2seq.evaluate import Scores, fit_case_memory, score_corpus
-from seq2seq.finetune import BLENDS, Learning
+from seq2seq.evaluate import fit_case_memory
 from seq2seq.model import Seq2Seq
 from seq2seq.optimizer import TrainStep
 from seq2seq.recommender import Recommender
 from seq2seq.report import TrainingReport
+from seq2seq.selection import Selection
 from seq2seq.tokenizer import Tokenizer
 
 SAMPLING_SEED_STRIDE = 100_003  # epoch e of seed s samples its pieces from s x this + e
@@ -75,24 +70,22 @@ class Trainer:
         ``start``: that run's starting weights (a copy training does not touch), blended with its last."""
         self.model, self.tokenizer, self.train_set, self.dev = model.to(device), tokenizer, train_set, dev
         self.cases = cases
-        self.learning = Learning.of(learn) if learn else None
-        self.start = start.to(device) if start is not None and learn else None
         self.config, self.output_dir, self.device, self.log, self.world = config, output_dir, device, log, world
         self.update = TrainStep(self.model, config, device, world)
         self.report = TrainingReport(output_dir, log, world.is_main)
+        self.selection = Selection(self.model, tokenizer, dev, config, output_dir, device, world, self.report,
+                                   self.save, log, learn, start)
         self.batch_generator = torch.Generator().manual_seed(config.seed + 1)
         self.forcing_generator = torch.Generator().manual_seed(config.seed + 2 + RANK_SEED_STRIDE * world.rank)
         self.sampler = TokenBatchSampler(train_set.batch_lengths(), config.batch_tokens, shuffle=True,
                                          generator=self.batch_generator)
-        self.state: dict[str, Any] = {"epoch": 0, "batches_done": 0, "step": 0, "best_bleu": -1.0,
-                                      "best_step": 0, "bad_validations": 0, "train_tokens": 0,
-                                      "train_seconds": 0.0, "best_learned": -1.0, "bleu_floor": None,
-                                      "kept": []}  # average_best: [{"key": [...], "step": n}], best first
+        self.state: dict[str, Any] = {"epoch": 0, "batches_done": 0, "step": 0, "bad_validations": 0,
+                                      "train_tokens": 0, "train_seconds": 0.0}
         self.epoch_start_generator = self.batch_generator.get_state()
 
     # -- checkpoints -----------------------------------------------------------------------
     def training_state(self) -> dict[str, Any]:
-        return {**self.state, **self.update.state_dict(),
+        return {**self.state, **self.selection.state, **self.update.state_dict(),
                 "epoch_start_generator": self.epoch_start_generator,
                 "forcing_generator": self.forcing_generator.get_state(), "torch_rng": torch.get_rng_state(),
                 # only under torchrun, so that a one-process last.pt keeps its exact contents
@@ -103,7 +96,8 @@ class Trainer:
         self.epoch_start_generator = saved["epoch_start_generator"]
         self.forcing_generator.set_state(saved["forcing_generator"])
         torch.set_rng_state(saved["torch_rng"])
-        self.state = {key: saved.get(key, default) for key, default in self.state.items()}  # older: no learned
+        self.state = {key: saved.get(key, default) for key, default in self.state.items()}
+        self.selection.load_state(saved)
 
     def save(self, name: str) -> None:
         """Write OUTPUT_DIR/name (rank 0 only: the others hold the same weights)."""
@@ -114,19 +108,18 @@ class Trainer:
     def fit(self) -> TrainResult:
         started = time.monotonic()
         deadline = started + 60 * self.config.max_minutes if self.config.max_minutes > 0 else math.inf
-        if self.learning is not None and self.state["bleu_floor"] is None:
-            self.measure_start()
+        self.selection.measure_start()
         try:
             stopped = self.run_epochs(deadline)
         except KeyboardInterrupt:
             self.save("last.pt")  # Ctrl-C loses nothing: --resume continues from this batch
             raise
         self.save("last.pt")
-        self.average_kept()
-        self.blend_with_start()
+        self.selection.finish(self.state["step"])
         self.keep_cases()
         epochs = self.state["epoch"] + self.state["batches_done"] / max(1, len(self.sampler) // self.world.size)
-        return TrainResult(self.state["best_bleu"], self.state["best_step"], self.state["step"], epochs,
+        best = self.selection.state
+        return TrainResult(best["best_bleu"], best["best_step"], self.state["step"], epochs,
                            time.monotonic() - started, self.tokens_per_second(), stopped,
                            count_parameters(self.model))
 
@@ -208,106 +201,17 @@ class Trainer:
 
         Under torchrun rank 0 translates the dev set and sends its BLEU to the others, which wait.
         """
-        scores, hypotheses, bleu, learned = self.measure()
-        state = self.state
-        improved = self.becomes_best(bleu, learned)
-        state["bad_validations"] = 0 if improved else state["bad_validations"] + 1
-        self.update.validated(bleu)
+        state, step = self.state, self.state["step"]
+        judged = self.selection.judge(step)
+        state["bad_validations"] = 0 if judged.improved else state["bad_validations"] + 1
+        self.update.validated(judged.bleu)
         rate = self.tokens_per_second()
-        if scores is not None:
-            self.report.validation(state, scores, hypotheses[0] if hypotheses else "", self.update.learning_rate,
-                                   rate, learned)
-            if improved:
+        if judged.scores is not None:
+            self.report.validation({**state, **self.selection.state}, judged.scores,
+                                   judged.hypotheses[0] if judged.hypotheses else "", self.update.learning_rate,
+                                   rate, judged.learned)
+            if judged.improved:
                 self.save("best.pt")
-            self.keep_for_averaging(bleu, learned)
+            self.selection.keep_for_averaging(judged.bleu, judged.learned, step)
             self.save("last.pt")
         return "early stopping" if state["bad_validations"] >= self.config.patience else ""
-
-    def keep_for_averaging(self, bleu: float, learned: float | None) -> None:
-        """Rank 0: the weights just validated into OUTPUT_DIR/kept/ when they rank among the ``average_best``
-        best so far (``seq2seq.averaging.keep``)."""
-        averaging.keep(self.state["kept"], self.config.average_best, list(self.selection_key(bleu, learned)),
-                       self.state["step"], self.model, self.output_dir)
-
-    def average_kept(self) -> None:
-        """The mean of the kept weights, validated as an epoch is and written to best.pt when it ranks higher;
-        then the kept files go (last.pt first forgets them) and the model keeps its last weights."""
-        kept = self.state["kept"]
-        if self.world.broadcast(float(len(kept))) < 2:
-            return
-        last = copy.deepcopy(self.model.state_dict())
-        scores, _, improved = self.compete(averaging.mean_of(kept, self.output_dir) if self.world.is_main else None)
-        if scores is not None:
-            self.report.average([entry["step"] for entry in kept], self.state, scores, improved)
-        self.model.load_state_dict(last)
-        self.state["kept"] = []
-        self.save("last.pt")
-        if self.world.is_main:
-            averaging.forget(self.output_dir)
-
-    def blend_with_start(self) -> None:
-        """A fine-tuning run's last weights blended with its start's (``finetune.BLENDS``), each validated as an
-        epoch is and written to best.pt when it ranks higher; the model keeps its last weights."""
-        if self.start is None:
-            return
-        last = copy.deepcopy(self.model)
-        for share in BLENDS:
-            scores, learned, kept = self.compete(average_weights([self.start, last], [1 - share, share]))
-            if scores is not None:
-                self.report.blend(self.state, share, scores, learned or 0.0, kept)
-        self.model.load_state_dict(last.state_dict())
-
-    def compete(self, weights: dict[str, torch.Tensor] | None) -> tuple[Scores | None, float | None, bool]:
-        """Load ``weights`` (None: keep the model's, as processes other than rank 0 do) and validate them as an
-        epoch is; best.pt when they rank higher. Returns the scores, the share learned and whether they won."""
-        if weights is not None:
-            self.model.load_state_dict(weights)
-        scores, _, bleu, learned = self.measure()
-        improved = self.becomes_best(bleu, learned)
-        if improved:
-            self.save("best.pt")
-        return scores, learned, improved
-
-    def becomes_best(self, bleu: float, learned: float | None) -> bool:
-        """Whether weights scoring ``bleu`` (and ``learned``) rank above best.pt's; if so they are recorded as the
-        best (writing best.pt is the caller's)."""
-        state = self.state
-        if self.selection_key(bleu, learned) <= self.selection_key(state["best_bleu"], state["best_learned"]):
-            return False
-        state.update(best_bleu=bleu, best_step=state["step"], best_learned=-1.0 if learned is None else learned)
-        return True
-
-    def selection_key(self, bleu: float, learned: float | None) -> tuple[float, ...]:
-        """What best.pt maximises: dev BLEU, or in a fine-tuning run ``finetune.Learning.key``."""
-        if self.learning is None:
-            return (bleu,)
-        return self.learning.key(bleu, learned or 0.0, self.state["bleu_floor"])
-
-    def measure(self) -> tuple[Scores | None, list[str], float, float | None]:
-        """Rank 0's greedy dev scores and hypotheses; on every process their BLEU and, in a fine-tuning run,
-        the share of its new pairs learned."""
-        scores, hypotheses = self.score_dev() if self.world.is_main else (None, [])
-        bleu = self.world.broadcast(scores.bleu if scores else 0.0)
-        if self.learning is None:
-            return scores, hypotheses, bleu, None
-        share = self.learning.share(Recommender(self.model, self.tokenizer, self.device)) if scores else 0.0
-        self.model.train()
-        return scores, hypotheses, bleu, self.world.broadcast(share)
-
-    def measure_start(self) -> None:
-        """A fine-tuning run's starting point: its dev BLEU, less the tolerance, is the floor of best.pt's."""
-        _, _, bleu, learned = self.measure()
-        self.state["bleu_floor"] = bleu - self.config.forget_tolerance
-        self.log(f"start: dev BLEU {bleu:.2f}, {learned:.0%} of the {len(self.learning.pairs)} new pairs answered "
-                 f"exactly; best.pt: the most of them learned with dev BLEU at least {self.state['bleu_floor']:.2f}")
-
-    def score_dev(self) -> tuple[Scores, list[str]]:
-        scores, hypotheses = score_greedy(Recommender(self.model, self.tokenizer, self.device), self.dev)
-        self.model.train()
-        return scores, hypotheses
-
-
-def score_greedy(recommender: Recommender, dev: ParallelCorpus) -> tuple[Scores, list[str]]:
-    """Scores and hypotheses of greedy search on the dev set (what selects checkpoints)."""
-    hypotheses = recommender.translate([e.source for e in dev.examples], SearchConfig(beam_size=1), batch_size=128)
-    return score_corpus(hypotheses, [example.target for example in dev.examples]), hypotheses

@@ -11,8 +11,9 @@ import pytest
 import torch
 from support import TINY_CONFIG, run_cli, tiny_data, train_args, training_threads
 
+from seq2seq.config import TrainConfig
 from seq2seq.distributed import ONE_PROCESS
-from seq2seq.train import Trainer
+from seq2seq.selection import Selection
 
 K = 2
 
@@ -67,32 +68,28 @@ def test_a_resumed_run_keeps_the_same_weights_and_ends_with_the_same_best_pt(run
     assert all(torch.equal(whole[name], resumed[name]) for name in whole)
 
 
-def stand_in(tmp_path: Path, k: int) -> SimpleNamespace:
-    """A Trainer's state around a 1-weight model whose dev BLEU is 10 x its weight."""
+def stand_in(tmp_path: Path, k: int) -> Selection:
+    """A run's selection around a 1-weight model whose dev BLEU is 10 x its weight; ``saved`` lists the
+    checkpoints it writes (name, weight), ``reported`` the averages it reports (steps, kept)."""
     model = torch.nn.Linear(1, 1, bias=False)
     saved, reported = [], []
+    report = SimpleNamespace(average=lambda steps, progress, scores, kept: reported.append((steps, kept)))
+    selection = Selection(model, None, None, TrainConfig(average_best=k), tmp_path, torch.device("cpu"),
+                          ONE_PROCESS, report, lambda name: saved.append((name, model.weight.item())), print)
 
     def measure():
         weight = model.weight.item()
         return SimpleNamespace(bleu=10 * weight, chrf=0.0), [], 10 * weight, None
 
-    run = SimpleNamespace(model=model, learning=None, measure=measure, output_dir=tmp_path, world=ONE_PROCESS,
-                          config=SimpleNamespace(average_best=k), saved=saved, reported=reported,
-                          state={"best_bleu": -1.0, "best_learned": -1.0, "best_step": 0, "step": 0, "kept": []},
-                          save=lambda name: saved.append((name, model.weight.item())),
-                          report=SimpleNamespace(average=lambda steps, state, scores, kept:
-                                                 reported.append((steps, kept))))
-    for method in ("selection_key", "becomes_best", "compete", "keep_for_averaging"):
-        setattr(run, method, getattr(Trainer, method).__get__(run))
-    return run
+    selection.measure, selection.saved, selection.reported = measure, saved, reported
+    return selection
 
 
 def test_only_the_k_best_validations_are_kept_on_disk_best_first(tmp_path):
     run = stand_in(tmp_path, k=3)
     for step, weight in enumerate([0.5, 0.9, 0.7, 0.9, 0.8, 0.1], start=1):
         torch.nn.init.constant_(run.model.weight, weight)
-        run.state["step"] = step
-        run.keep_for_averaging(10 * weight, None)
+        run.keep_for_averaging(10 * weight, None, step)
     assert [entry["step"] for entry in run.state["kept"]] == [2, 4, 5]  # a tie keeps the earlier one first
     assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["step-2.pt", "step-4.pt", "step-5.pt"]
 
@@ -101,11 +98,10 @@ def test_the_mean_becomes_best_pt_only_when_it_scores_higher_and_training_keeps_
     run = stand_in(tmp_path, k=2)
     for step, weight in ((1, 0.2), (2, 0.6)):
         torch.nn.init.constant_(run.model.weight, weight)
-        run.state["step"] = step
-        run.keep_for_averaging(10 * weight, None)
+        run.keep_for_averaging(10 * weight, None, step)
     torch.nn.init.constant_(run.model.weight, 0.3)  # the last weights
-    run.state.update(best_bleu=3.5, step=3)  # below the mean's 4.0
-    Trainer.average_kept(run)
+    run.state.update(best_bleu=3.5, best_step=2)  # below the mean's 4.0
+    run.average_kept(step=3)
     assert run.saved == [("best.pt", pytest.approx(0.4)), ("last.pt", pytest.approx(0.3))]
     assert run.reported == [([2, 1], True)] and run.state["best_step"] == 3
     assert run.model.weight.item() == pytest.approx(0.3) and run.state["kept"] == []
@@ -114,8 +110,7 @@ def test_the_mean_becomes_best_pt_only_when_it_scores_higher_and_training_keeps_
     run = stand_in(tmp_path / "again", k=2)
     for step, weight in ((1, 0.2), (2, 0.6)):
         torch.nn.init.constant_(run.model.weight, weight)
-        run.state["step"] = step
-        run.keep_for_averaging(10 * weight, None)
+        run.keep_for_averaging(10 * weight, None, step)
     run.state["best_bleu"] = 6.0  # the best validation beats the mean
-    Trainer.average_kept(run)
+    run.average_kept(step=3)
     assert run.saved == [("last.pt", pytest.approx(0.6))] and run.reported == [([2, 1], False)]

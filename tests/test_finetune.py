@@ -13,11 +13,12 @@ from support import TINY_PAIRS, assert_one_line_error, run_cli, trained, trained
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.config import TrainConfig
 from seq2seq.corpus import ParallelCorpus, read_parallel
+from seq2seq.distributed import ONE_PROCESS
 from seq2seq.finetune import BLENDS, NEW_SHARE, Learning, Start
 from seq2seq.recommender import Recommender
+from seq2seq.selection import Selection, score_greedy
 from seq2seq.serving.feedback import Feedback, FeedbackStore
 from seq2seq.tokenizer import normalize
-from seq2seq.train import Trainer, score_greedy
 
 CORRECTIONS = [("pump vibration high", "replace pump coupling"), ("fan speed low", "check fan motor relay")]
 
@@ -159,13 +160,13 @@ def test_train_recognises_alert_and_action_columns(tmp_path):
 
 def test_a_fine_tuning_run_prefers_corrections_learned_within_the_tolerance_then_dev_bleu():
     run = SimpleNamespace(learning=Learning.of(ParallelCorpus(Path("c.tsv"), [], [])), state={"bleu_floor": 20.0})
-    key = lambda bleu, learned: Trainer.selection_key(run, bleu, learned)  # noqa: E731
+    key = lambda bleu, learned: Selection.key(run, bleu, learned)  # noqa: E731
     assert key(20.5, 0.9) > key(25.0, 0.5)  # within the tolerance: more corrections learned wins
     assert key(22.0, 0.9) > key(21.0, 0.9)  # then dev BLEU
     assert key(20.0, 0.0) > key(19.9, 1.0)  # anything within beats anything that forgot more
     assert key(19.0, 0.0) > key(18.0, 1.0)  # below it, dev BLEU alone
     ordinary = SimpleNamespace(learning=None, state={})
-    assert Trainer.selection_key(ordinary, 21.0, None) > Trainer.selection_key(ordinary, 20.0, None)
+    assert Selection.key(ordinary, 21.0, None) > Selection.key(ordinary, 20.0, None)
 
 
 def test_a_fine_tuning_run_s_best_pt_is_the_validation_or_blend_that_learned_most_within_the_tolerance(
@@ -200,15 +201,12 @@ def test_blends_of_the_last_weights_with_the_start_s_compete_for_best_pt_and_tra
         share = model.weight.item()
         return SimpleNamespace(bleu=20 - 20 * share, chrf=0.0), [], 20 - 20 * share, share
 
-    run = SimpleNamespace(start=start, model=model, learning=Learning(()), measure=measure,
-                          state={"best_bleu": 4.2, "best_learned": 0.79, "bleu_floor": 4.5, "step": 7},
-                          save=lambda name: saved.append((name, model.weight.item())),
-                          report=SimpleNamespace(blend=lambda state, share, scores, learned, kept:
-                                                 reported.append((share, kept))))
-    run.selection_key = lambda bleu, learned: Trainer.selection_key(run, bleu, learned)
-    run.becomes_best = lambda bleu, learned: Trainer.becomes_best(run, bleu, learned)
-    run.compete = lambda weights: Trainer.compete(run, weights)
-    Trainer.blend_with_start(run)
+    report = SimpleNamespace(blend=lambda progress, share, scores, learned, kept: reported.append((share, kept)))
+    run = Selection(model, None, None, TrainConfig(), Path("unused"), torch.device("cpu"), ONE_PROCESS, report,
+                    lambda name: saved.append((name, model.weight.item())), print)
+    run.learning, run.start, run.measure = Learning(()), start, measure
+    run.state.update(best_bleu=4.2, best_step=3, best_learned=0.79, bleu_floor=4.5)
+    run.blend_with_start(step=7)
     assert saved == [("best.pt", pytest.approx(0.75))]
     assert run.state["best_learned"] == pytest.approx(0.75) and run.state["best_step"] == 7
     assert reported == [(share, share == 0.75) for share in BLENDS]
