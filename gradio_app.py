@@ -70,7 +70,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import gradio as gr
 
 from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
-from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator
+from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator, load_translators
 from seq2seq.serving.app import QUEUE_CONCURRENCY, QUEUE_SIZE, RECOMMEND_CONCURRENCY, App
 from seq2seq.serving.feedback import VERDICTS, FeedbackStore
 from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers
@@ -254,15 +254,7 @@ def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, en
     return demo
 
 
-# -- models and launch --------------------------------------------------------------------------
-def load_translators(paths: list[str]) -> dict[str, Recommender]:
-    """One translator per checkpoint, named by its attention type (and its file when two share one)."""
-    loaded = [(path, Recommender.from_checkpoint(path)) for path in paths]
-    attentions = [r.model.config.attention for _, r in loaded]
-    return {(a if attentions.count(a) == 1 else f"{a} ({path})"): r
-            for a, (path, r) in zip(attentions, loaded, strict=True)}
-
-
+# -- launch ------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", help="translator checkpoint (repeatable); "

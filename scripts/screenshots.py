@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))  # gradio_app.py lives at the repository root
 
 import gradio_app  # noqa: E402
 from seq2seq.rul.monitor import EngineMonitor  # noqa: E402
-from seq2seq.serving.defaults import bundled_engines, default_rul_model, default_translator  # noqa: E402
+from seq2seq.serving.defaults import bundled_engines, default_rul_model, default_translator, load_translators  # noqa: E402
 from seq2seq.serving.smoke import free_port  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    translators = gradio_app.load_translators([str(default_translator())])
+    translators = load_translators([str(default_translator())])
     engines = bundled_engines()
     demo = gradio_app.build(translators, EngineMonitor.from_checkpoint(default_rul_model()), engines)
     _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True,

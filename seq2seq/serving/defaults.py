@@ -4,7 +4,8 @@
 configuration and ``default_rul_model()`` the RUL model on seeded synthetic engines, each within a
 wall-clock budget (TRANSLATOR_MINUTES, RUL_MINUTES), so the UI works on a fresh clone with
 no manual step; later calls find the cached files and return at once. ``bundled_engines()`` are the
-seeded synthetic engines the UI offers when no C-MAPSS file is uploaded.
+seeded synthetic engines the UI offers when no C-MAPSS file is uploaded. ``load_translators()`` names the
+translators the UI offers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from seq2seq.config import ModelConfig, RulConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import EMBEDDED_DATA, read_parallel
+from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.synthetic import synthetic_engines, synthetic_test_set
 from seq2seq.rul.train import train_on_engines
@@ -68,3 +70,11 @@ def default_rul_model(folder: Path = DEFAULT_DIR) -> Path:
 def bundled_engines() -> list[Engine]:
     """BUNDLED_ENGINES seeded synthetic engines, each cut at a random point before its failure."""
     return synthetic_test_set(BUNDLED_ENGINES, seed=BUNDLED_SEED)[0]
+
+
+def load_translators(paths: list[str]) -> dict[str, Recommender]:
+    """One translator per checkpoint, named by its attention type (and its file when two share one)."""
+    loaded = [(path, Recommender.from_checkpoint(path)) for path in paths]
+    attentions = [r.model.config.attention for _, r in loaded]
+    return {(a if attentions.count(a) == 1 else f"{a} ({path})"): r
+            for a, (path, r) in zip(attentions, loaded, strict=True)}
