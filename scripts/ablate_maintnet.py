@@ -104,7 +104,7 @@ def ensemble_scores(variant: str, seeds: list[int], args: argparse.Namespace) ->
     model = folder / f"ensemble-{'-'.join(map(str, seeds))}.pt"
     log = folder / "ensemble-log.txt"
     run([sys.executable, "-m", "seq2seq", "ensemble", "--inputs",
-         *[str(folder / f"seed{s}" / "run" / "best.pt") for s in seeds], "--output", str(model)], log)
+         *[str(folder / f"seed{s}" / "run" / "best.pt") for s in seeds], "--output", str(model), "--overwrite"], log)
     scores = {"greedy": evaluate(model, args, 1, log), "beam": evaluate(model, args, args.beam, log)}
     model.unlink()
     scores_file.write_text(json.dumps(scores) + "\n")

@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from seq2seq.config import RulConfig, from_dict, load_config_file
+from seq2seq.config import RulConfig, from_dict
+from seq2seq.config_file import load_config_file
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.evaluate import PROTOCOL_CAP, phm08_score, predict, rmse
 from seq2seq.rul.preprocess import Preprocessor

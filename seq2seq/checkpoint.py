@@ -19,9 +19,13 @@ state_dicts of the members after the first (whose are ``weights``); ``seq2seq av
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import os
+import pickle
 import tempfile
+import warnings
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,7 +35,8 @@ from torch import nn
 
 from seq2seq.config import ModelConfig, SearchConfig, from_dict
 from seq2seq.ensemble import Ensemble
-from seq2seq.errors import CheckpointError, checkpoint_fault
+from seq2seq.errors import CheckpointError, checkpoint_fault, write_error
+from seq2seq.files import SNIFF_BYTES
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
 
@@ -39,22 +44,30 @@ FORMAT_VERSION = 1
 KIND = "seq2seq-translator"
 REQUIRED_KEYS = ("model_config", "train_config", "tokenizer", "weights")
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
+ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
+PICKLE_MAGIC = b"\x80"  # a pickle of protocol 2 or later (pickle.dump, torch's legacy format)
 
 
 # -- any model kind ---------------------------------------------------------------------------
 def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
-    """torch.save to a temporary sibling, then rename over ``path``."""
+    """torch.save to a temporary sibling, then rename over ``path`` (which is left as it was if anything fails);
+    an OSError (a full disk, a folder in the way) is a one-line DataError naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise write_error(path, err) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             torch.save(payload, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise write_error(path, err) from None
         raise
 
 
@@ -64,10 +77,11 @@ def read_payload(path: str | Path, kind: str, format_version: int, required: tup
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found" if not path.exists() else f"{path}: not a file")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for a damaged file: zip, pickle, EOF, runtime
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointError(f"{path}: unreadable checkpoint, truncated or corrupt ({reason[:160]})") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's warnings on a foreign file speak of its API, not the file
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for a damaged file: zip, pickle, EOF, OS, runtime
+        raise CheckpointError(f"{path}: {_not_loaded(path, err)}") from None
     if not isinstance(payload, dict) or payload.get("kind") != kind:
         found = payload.get("kind") if isinstance(payload, dict) else type(payload).__name__
         raise CheckpointError(f"{path}: not a {kind} checkpoint (kind: {found!r})")
@@ -78,6 +92,32 @@ def read_payload(path: str | Path, kind: str, format_version: int, required: tup
     if missing:
         raise CheckpointError(f"{path}: checkpoint lacks {', '.join(missing)}")
     return payload
+
+
+def _not_loaded(path: Path, err: Exception) -> str:
+    """What a file torch could not load is, in a user's words rather than torch's (which speak of its API)."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(SNIFF_BYTES)
+    except OSError as error:
+        return f"cannot read ({error.strerror})"
+    if not head:
+        return "empty file, not a checkpoint"
+    if head.startswith(ZIP_MAGIC):
+        if not zipfile.is_zipfile(path):
+            return f"truncated checkpoint ({path.stat().st_size} bytes; the end of its zip archive is missing)"
+        if isinstance(err, pickle.UnpicklingError):
+            return ("unreadable checkpoint: it holds Python objects beyond tensors and plain data, which are never "
+                    "loaded (they could run code)")
+        return "corrupt checkpoint, or a zip archive that is not a checkpoint"  # torch's words name its internals
+    if head.startswith(PICKLE_MAGIC):
+        return "not a checkpoint written by seq2seq (a pickle, not a zip archive)"
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head)  # its last character may be cut: not final
+        text = b"\0" not in head
+    except UnicodeDecodeError:
+        text = False
+    return "not a checkpoint: a text file" if text else "not a checkpoint (neither a zip archive nor text)"
 
 
 def load_weights(path: str | Path, module: ModuleT, weights: Any, config_name: str) -> ModuleT:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -137,11 +137,13 @@ class RulConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
-        if self.schedule not in ("plateau", "cosine"):
+        if self.schedule not in RUL_SCHEDULES:
             raise ConfigError(f"rul.schedule must be plateau or cosine, got {self.schedule!r}")
 
 
 
+DEVICES = ("auto", "cpu", "cuda")
+RUL_SCHEDULES = ("plateau", "cosine")
 MAX_WIDTH = 8192  # units of one layer: beyond any useful size for these models, refused before allocation
 MAX_BEAM_SIZE = 50  # wider beams cost time and memory in proportion and lower quality (Koehn and Knowles 2017)
 SEED = "[0, 4294967295]"  # numpy takes 32-bit seeds
@@ -180,9 +182,10 @@ SECTIONS = {"TokenizerConfig": "tokenizer", "ModelConfig": "model", "TrainConfig
 _INTERVAL = re.compile(r"([\[(])([^,]+), ([^\])]+)([\])])")
 
 
-def range_problem(cls: type, values: dict[str, Any]) -> str | None:
-    """The first of ``values`` (a field left out: its default) outside its interval in RANGES, as
-    "dropout must be in [0, 1), got 1.5". A bound may name another field; a kernel size must be odd."""
+def range_problem(cls: type, values: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, problem) for the first of ``values`` (a field left out: its default) outside its interval in
+    RANGES, as ("dropout", "must be in [0, 1), got 1.5"). A bound may name another field; a kernel size
+    must be odd."""
     for name, interval in RANGES[cls.__name__].items():
         value = values.get(name, getattr(cls, name))
         opening, low, high, closing = _INTERVAL.fullmatch(interval).groups()
@@ -192,10 +195,17 @@ def range_problem(cls: type, values: dict[str, Any]) -> str | None:
         if not (above and below):
             named = [f"{bound} is {_bound(bound, cls, values):g}" for bound in (low, high) if bound.isidentifier()
                      and bound != "inf"]
-            return f"{name} must be in {interval}, got {value!r}" + (f" ({', '.join(named)})" if named else "")
+            return name, f"must be in {interval}, got {_shown_number(value)}" + (
+                f" ({', '.join(named)})" if named else "")
         if name == "kernel_size" and value % 2 == 0:
-            return f"kernel_size must be odd (for 'same' padding), got {value!r}"
+            return name, f"must be odd (for 'same' padding), got {value!r}"
     return None
+
+
+def _shown_number(value: Any) -> str:
+    """``value`` for a message; a whole number too long to read (or to print in one line) by its length."""
+    digits = len(str(abs(value))) if isinstance(value, int) else 0
+    return f"a number of {digits} digits" if digits > 20 else repr(value)
 
 
 def _bound(text: str, cls: type, values: dict[str, Any]) -> float:
@@ -210,50 +220,58 @@ def check_ranges(config: object) -> None:
     """ConfigError naming the section and the first field of ``config`` outside its interval."""
     problem = range_problem(type(config), dataclasses.asdict(config))
     if problem:
-        raise ConfigError(f"{SECTIONS[type(config).__name__]}: {problem}")
+        raise ConfigError(f"{SECTIONS[type(config).__name__]}: {' '.join(problem)}")
 
 
-def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
-    """Build ``cls`` from ``data``; an unknown key or a value of the wrong type is a ConfigError."""
+def from_dict(cls: type[T], data: dict[str, Any], where: str = "config", flags: dict[str, str] | None = None) -> T:
+    """Build ``cls`` from ``data``; an unknown key or a value of the wrong type or outside its interval is a
+    ConfigError naming ``where`` and the field, or, for a field in ``flags`` (field -> the flag that set its
+    value), the flag: "argument --epochs: must be in [1, 100000], got -1"."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected an object of {cls.__name__} fields, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(fields)}")
+    flags = flags or {}
+
+    def fault(name: str, problem: str) -> ConfigError:
+        return ConfigError(f"argument {flags[name]}: {problem}" if name in flags else f"{where}: {name} {problem}")
+
     values = {}
     for name, value in data.items():
+        problem = _type_problem(getattr(cls, name), value)
+        if problem:
+            raise fault(name, problem)
         default = getattr(cls, name)
-        if isinstance(default, bool) and not isinstance(value, bool):
-            raise ConfigError(f"{where}: {name} must be true or false, got {value!r}")
-        if isinstance(default, (int, float)) and not isinstance(default, bool):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{where}: {name} must be a number, got {value!r}")
-            if isinstance(default, int) and not float(value).is_integer():
-                raise ConfigError(f"{where}: {name} must be a whole number, got {value!r}")
-            value = type(default)(value)
-        if isinstance(default, str) and not isinstance(value, str):
-            raise ConfigError(f"{where}: {name} must be a string, got {value!r}")
-        values[name] = value
+        number = isinstance(default, (int, float)) and not isinstance(default, bool)
+        values[name] = type(default)(value) if number else value
     problem = range_problem(cls, values)
     if problem:
-        raise ConfigError(f"{where}: {problem}")
+        raise fault(*problem)
     return cls(**values)
 
 
-def load_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Read a JSON config file with optional sections ``model``, ``train``, ``tokenizer``, ``search``, ``rul``."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: not valid UTF-8 JSON ({err})") from None
-    sections = {"model", "train", "tokenizer", "search", "rul"}
-    if not isinstance(data, dict) or set(data) - sections:
-        raise ConfigError(f"{path}: expected an object with sections {', '.join(sorted(sections))}")
-    return data
+def _type_problem(default: Any, value: Any) -> str | None:
+    """Why ``value`` cannot stand for a field whose default is ``default``, or None."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else f"must be true or false, got {_json_word(value)}"
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"must be a number, got {_json_word(value)}"
+        if isinstance(default, int) and isinstance(value, float) and not value.is_integer():
+            return f"must be a whole number, got {value!r}"
+        if isinstance(default, float) and isinstance(value, int) and abs(value) > sys.float_info.max:
+            return f"is beyond the float range (at most 1.8e308), got {_shown_number(value)}"
+        return None
+    if isinstance(default, str) and not isinstance(value, str):
+        return f"must be a string, got {_json_word(value)}"
+    return None
+
+
+def _json_word(value: Any) -> str:
+    """``value`` as the config file wrote it: null, true and false in JSON's words."""
+    return json.dumps(value) if value is None or isinstance(value, bool) else repr(value)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -263,5 +281,5 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: no CUDA device is available (use --device auto or cpu)")
     if name not in ("cpu", "cuda"):
-        raise ConfigError(f"unknown device {name!r}; valid: auto, cpu, cuda")
+        raise ConfigError(f"unknown device {name!r}; valid: {', '.join(DEVICES)}")
     return torch.device(name)

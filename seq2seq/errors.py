@@ -40,6 +40,11 @@ def file_error(path: object, err: OSError) -> DataError:
     return DataError(f"{path}: cannot read ({err.strerror})")
 
 
+def write_error(path: object, err: OSError) -> DataError:
+    """The one-line DataError for a file that cannot be written: "out.csv: cannot write (No space left on device)"."""
+    return DataError(f"{path}: cannot write ({err.strerror or err})")
+
+
 @contextmanager
 def checkpoint_fault() -> Iterator[None]:
     """Inside the block, a ConfigError is the checkpoint's fault: re-raised as a CheckpointError, same words.

@@ -13,7 +13,9 @@ Formats:
 - CSV: standard quoting; a quoted field may hold commas, quotes and line breaks.
 - JSONL: one JSON object per line.
 
-Blank lines are not records in any of them.
+Blank lines are not records in any of them. A lone carriage return (old Mac files) ends a line for
+``read_lines`` and in TXT incident logs, as on stdin; in a CSV, TSV or JSONL incident log, which the
+batch job writes back row by row, it is refused in words that say so (``LONE_CR``).
 
 Every reader first looks at the file's opening bytes (``check_text``): UTF-16 or UTF-32 text and binary
 files are refused with one line saying so, rather than read as garbage. No line is held in memory beyond
@@ -34,10 +36,13 @@ from pathlib import Path
 from typing import BinaryIO, ClassVar
 
 from seq2seq.errors import DataError, file_error, shown
+from seq2seq.jsontext import JsonFault, parse_json
 
 BYTES_KEPT = "surrogateescape"  # codec error handler: a byte that is not UTF-8 is read and written back as it was
 MAX_LINE_BYTES = 1 << 17  # csv's own field limit: far beyond any alert, and it bounds the memory of a line
 SNIFF_BYTES = 4096  # opening bytes looked at to tell text from UTF-16/32 and binary files
+LONE_CR = "a carriage return not followed by a line feed: old Mac line endings? save it with LF or CRLF endings"
+SEPARATORS = {";": "semicolons", "\t": "tabs", ",": "commas"}  # that a lone column's name may betray
 _WIDE_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32 LE's mark starts
                (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))  # like UTF-16 LE's: test it first
 
@@ -114,22 +119,27 @@ def bounded_lines(file: BinaryIO, limit: int = MAX_LINE_BYTES) -> Iterator[bytes
         yield LongLine((quotes + piece.count(b'"')) % 2 == 1)
 
 
+def line_pieces(raw: bytes) -> list[bytes]:
+    """The lines of one physical line ``raw`` (up to a LF), without their endings: a lone carriage return
+    ends a line too (old Mac files), as in Python's universal newlines and on stdin."""
+    return raw.removesuffix(b"\n").removesuffix(b"\r").split(b"\r")
+
+
 def read_lines(path: Path) -> list[str]:
-    """Physical lines of a UTF-8 file without their endings (a BOM is dropped); a bad byte or a line over
-    ``MAX_LINE_BYTES`` is a DataError."""
+    """Lines of a UTF-8 file without their endings (LF, CRLF or a lone CR; a BOM is dropped); a bad byte or
+    a line over ``MAX_LINE_BYTES`` is a DataError."""
     with open_binary(path, "rb") as file:
         try:
             check_text(path, file.peek(SNIFF_BYTES)[:SNIFF_BYTES])
-            lines = []
-            for number, raw in enumerate(bounded_lines(file), 1):
+            lines: list[str] = []
+            for raw in bounded_lines(file):
                 if isinstance(raw, LongLine):
-                    raise DataError(f"{path}: line {number}: {raw.fault()}")
-                raw = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
-                raw = raw.removesuffix(b"\n").removesuffix(b"\r")
-                try:
-                    lines.append(raw.decode("utf-8"))
-                except UnicodeDecodeError as err:
-                    raise DataError(f"{path}: line {number}: {utf8_fault(raw, err)}") from None
+                    raise DataError(f"{path}: line {len(lines) + 1}: {raw.fault()}")
+                for piece in line_pieces(raw if lines else raw.removeprefix(codecs.BOM_UTF8)):
+                    try:
+                        lines.append(piece.decode("utf-8"))
+                    except UnicodeDecodeError as err:
+                        raise DataError(f"{path}: line {len(lines) + 1}: {utf8_fault(piece, err)}") from None
         except OSError as err:
             raise file_error(path, err) from None
     return lines
@@ -149,8 +159,21 @@ def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...
                     return candidate
     free = [name for name in found if name not in taken]
     if wanted is None and len(free) == 1:
+        _check_separator(found, where, what)
         return free[0]
     raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {shown(', '.join(found))})")
+
+
+def _check_separator(found: list[str], where: str, what: str) -> None:
+    """DataError when the only column's name holds a separator: the file is split on another character than
+    its reader's (a semicolon-separated CSV from a European Excel, a TSV read as CSV), and each whole row
+    would be taken for the column's value."""
+    if what != "column" or len(found) != 1:
+        return
+    separator = max(SEPARATORS, key=found[0].count)
+    if separator in found[0]:
+        raise DataError(f"{where}: one column {shown(found[0])!r}: separated by {SEPARATORS[separator]}? save it "
+                        "comma-separated as .csv, or tab-separated as .tsv")
 
 
 def check_distinct_names(found: list[str], where: str, what: str) -> None:
@@ -174,7 +197,7 @@ def tsv_records(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, int, li
     for number, line in enumerate(lines, 1):
         fields = split_tsv(line)
         if any("\r" in field for field in fields):
-            raise DataError(f"{path}: line {number}: malformed tab-separated record (a carriage return inside it)")
+            raise DataError(f"{path}: line {number}: malformed tab-separated record ({LONE_CR})")
         if len(fields) > 1 or fields[0].strip():
             yield number, number, fields
 
@@ -191,12 +214,19 @@ def csv_records(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, int, li
         try:
             fields = next(reader, None)
         except csv.Error as err:
-            raise DataError(f"{path}: line {start}: malformed comma-separated record ({err})") from None
+            raise DataError(f"{path}: line {start}: malformed comma-separated record ({_csv_fault(err)})") from None
         if fields is None:
             return
         end = reader.line_num
         if fields and (len(fields) > 1 or fields[0].strip()):
             yield start, end, fields
+
+
+def _csv_fault(err: csv.Error) -> str:
+    """csv's words for a malformed record, except where they would send the user to Python's open()."""
+    if "new-line character seen in unquoted field" in str(err):
+        return LONE_CR
+    return str(err)
 
 
 def field_count_error(path: Path, line: int, expected: int, found: int, tsv: bool) -> DataError:
@@ -211,14 +241,16 @@ def json_type(value: object) -> str:
 
 
 def json_objects(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for every non-blank JSON line; a line that is not a JSON object is a DataError."""
+    """(line number, object) for every non-blank JSON line; a line that is not a JSON object (``parse_json``)
+    is a DataError."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line, object_pairs_hook=partial(_object, where=f"{path}: line {number}"))
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}: line {number}: invalid JSON ({err.msg} at column {err.colno})") from None
+            record = parse_json(line, partial(_object, where=f"{path}: line {number}"))
+        except JsonFault as err:
+            hint = f"; {LONE_CR}" if "\r" in line.rstrip("\r\n") else ""
+            raise DataError(f"{path}: line {number}: invalid JSON ({err.words}){hint}") from None
         if not isinstance(record, dict):
             raise DataError(f"{path}: line {number}: expected a JSON object, found {json_type(record)}")
         _check_escapes(line, record, f"{path}: line {number}")

@@ -95,8 +95,8 @@ class Recommender:
         model, tokenizer, payload = load_model(path)
         memory, trust = read_memory(payload, path)
         if memory is None:
-            log.warning("%s: no case memory (trained before cases were kept): no past cases and no out-of-scope "
-                        "verdicts; retrain to add them", path)
+            log.warning("%s: no case memory (a run's best.pt carries it; last.pt and checkpoints written before "
+                        "cases were kept do not): no past cases and no out-of-scope verdicts", path)
         return cls(model, tokenizer, device, quantize, workers, memory, trust, search_defaults(payload, path))
 
     @property

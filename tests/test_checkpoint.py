@@ -12,7 +12,7 @@ import torch
 
 from seq2seq.checkpoint import FORMAT_VERSION, KIND, save_checkpoint
 from seq2seq.config import ModelConfig, SearchConfig, TrainConfig
-from seq2seq.errors import CheckpointError
+from seq2seq.errors import CheckpointError, DataError
 from seq2seq.model import build_model
 from seq2seq.recommender import Recommender
 
@@ -126,9 +126,9 @@ def _corrupt_tokenizer(path: Path) -> Path:
 BAD_CHECKPOINTS = {
     "missing": (_missing, "not found"),
     "directory": (_directory, "not a file"),
-    "truncated": (_truncated, "truncated or corrupt"),
-    "empty": (_empty, "truncated or corrupt"),
-    "random-bytes": (_random_bytes, "truncated or corrupt"),
+    "truncated": (_truncated, "truncated checkpoint ("),
+    "empty": (_empty, "empty file, not a checkpoint"),
+    "random-bytes": (_random_bytes, "not a checkpoint (neither a zip archive nor text)"),
     "foreign-torch-file": (_foreign_torch_file, "not a seq2seq-translator checkpoint"),
     "wrong-format-version": (_wrong_format_version, "format version"),
     "weights-of-another-config": (_weights_of_another_config, "weights do not match"),
@@ -161,7 +161,7 @@ def test_failed_save_keeps_the_existing_file_and_leaves_no_temporary_file(saved,
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(torch, "save", disk_full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(DataError, match=f"^{path}: cannot write \\(No space left on device\\)$"):  # one line, naming it
         save_checkpoint(path, tiny_model(tokenizer, embed_size=4), tokenizer, TrainConfig())
     assert path.read_bytes() == before
     assert os.listdir(path.parent) == [path.name]

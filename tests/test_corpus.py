@@ -121,7 +121,7 @@ def test_missing_default_columns_name_every_default(tmp_tsv):
         ("x.tsv", "source\ttarget\tid\na\tb\t1\nc\td\n", "line 3: expected 3 tab-separated fields, found 2"),
         ("x.csv", "source,target\na,b,c\n", "line 2: expected 2 comma-separated fields, found 3"),
         ("x.csv", 'source,target\na,b\n"open,never closed\n', "line 3: malformed comma-separated record"),
-        ("x.tsv", "source\ttarget\na\rb\tc\n", "line 2: malformed tab-separated record"),
+        ("x.tsv", "source\ttarget\na\rb\tc\n", "line 2: expected 2 tab-separated fields, found 1"),  # CR ends a line
         ("x.jsonl", '{"source": "a", "target": "b"}\n{"source": "a",\n', "line 2: invalid JSON"),
         ("x.jsonl", '{"source": "a", "target": "b"}\n["a", "b"]\n', "line 2: expected a JSON object"),
         ("x.jsonl", '{"source": "a", "target": "b"}\n{"source": "a"}\n', "line 2: no key 'target'"),

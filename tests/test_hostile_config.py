@@ -124,3 +124,84 @@ def test_an_unknown_choice_is_also_one_line(tmp_path):
     before = file_states(tmp_path / "x.pt")
     assert_one_line_error(run_cli("translate", "--model", str(tmp_path / "x.pt"), "--device", "tpu"), "--device")
     assert file_states(tmp_path / "x.pt") == before
+
+
+# -- config files: what json reads but a run cannot use, and where a bad value came from ----------------------
+def write_config(tmp_path, text: str | bytes):
+    config = tmp_path / "config.json"
+    config.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    return config
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"train": {"epochs": 1' + "0" * 5000 + "}}", "line 1: invalid JSON (a number of 5001 digits; at most 4300)"),
+    ('{"train":\n' + "[" * 50000 + "]" * 50000 + "}", "invalid JSON (arrays or objects nested more than"),
+    ('{"train": {"learning_rate": 1' + "0" * 400 + "}}", "train: learning_rate is beyond the float range"),
+    ('{"train": {"epochs": 1' + "0" * 400 + "}}", "train: epochs must be in [1, 100000], got a number of 401 digits"),
+    ('{"train": {"epochs": 1, "epochs": 500}}', "train: key 'epochs' appears twice"),
+    ('{"train": {}, "train": {"epochs": 5}}', "section 'train' appears twice"),
+    ('{"rul": {"epochs": 3}}', "section 'rul' is not read by seq2seq train (it reads 'model', 'train'"),
+    ('{"train": {"epochs": null}}', "train: epochs must be a number, got null"),
+    ('{"model": {"attention": "luong"}}', "model: unknown attention 'luong'; valid: bahdanau"),
+    ('{"train": {"device": "tpu"}}', "train: unknown device 'tpu'; valid: auto, cpu, cuda"),
+    ('{"train": {"schedule": "cosine"}}', "train: unknown schedule 'cosine'; valid: plateau, warmup"),
+    ('{"train": {"precision": "int8"}}', "train: unknown precision 'int8'; valid: auto"),
+    ('{"tokenizer": {"model_type": "wordpiece"}}', "tokenizer: unknown model_type 'wordpiece'; valid: unigram"),
+])
+def test_a_config_file_fault_is_one_line_naming_the_file_and_nothing_is_written(tmp_path, text, words):
+    config = write_config(tmp_path, text)
+    result = run_cli("train", "--output-dir", str(tmp_path / "run"), "--config", str(config), "--device", "cpu")
+    assert_one_line_error(result, f"{config}: ", words)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"train": {"epochs": 3}, "model": {}}', "section 'train' is not read by seq2seq rul train (it reads 'rul')"),
+    ('{"rul": {"device": "tpu"}}', "rul: unknown device 'tpu'"),
+    ('{"rul": {"epochs": 2, "epochs": 3}}', "rul: key 'epochs' appears twice"),
+])
+def test_rul_train_refuses_a_config_file_fault_naming_the_file(tmp_path, text, words):
+    config = write_config(tmp_path, text)
+    result = run_cli("rul", "train", "--output-dir", str(tmp_path / "run"), "--config", str(config))
+    assert_one_line_error(result, f"{config}: ", words)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", [["train"], ["rul", "train"]])
+def test_a_config_that_is_a_folder_is_one_line(tmp_path, command):
+    result = run_cli(*command, "--output-dir", str(tmp_path / "run"), "--config", str(tmp_path))
+    assert_one_line_error(result, f"{tmp_path}: is a directory, not a file")
+
+
+def test_a_config_file_with_a_byte_order_mark_is_read_as_data_files_are(tmp_path):
+    from seq2seq.config_file import load_config_file
+
+    config = write_config(tmp_path, b"\xef\xbb\xbf" + json.dumps({"train": {"epochs": 3}}).encode())
+    assert load_config_file(config) == {"train": {"epochs": 3}}
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--epochs", "-1"], "argument --epochs: must be in [1, 100000], got -1"),
+    (["--dropout", "1.5"], "argument --dropout: must be in [0, 1), got 1.5"),
+    (["--learning-rate", "inf"], "argument --learning-rate: must be in [0, 10], got inf"),
+])
+def test_a_bad_flag_is_blamed_on_the_flag_not_on_the_config_file(tmp_path, flags, words):
+    config = write_config(tmp_path, json.dumps({"train": {"epochs": 2}}))
+    for with_config in ([], ["--config", str(config)]):
+        result = run_cli("train", "--output-dir", str(tmp_path / "run"), *with_config, *flags)
+        line = assert_one_line_error(result, words)
+        assert str(config) not in line and "options" not in line
+
+
+def test_rul_flags_are_blamed_on_the_flag(tmp_path):
+    config = write_config(tmp_path, json.dumps({"rul": {"epochs": 2}}))
+    result = run_cli("rul", "train", "--output-dir", str(tmp_path / "run"), "--config", str(config), "--epochs", "0")
+    assert_one_line_error(result, "argument --epochs: must be in [1, 100000], got 0")
+    result = run_cli("rul", "evaluate", "--model", "x.pt", "--test", "t.txt", "--rul", "r.txt", "--cap", str(10**23))
+    assert_one_line_error(result, "argument --cap: ")
+
+
+def test_rul_without_a_subcommand_names_the_subcommands_not_an_internal_name():
+    result = run_cli("rul")
+    line = assert_one_line_error(result, "train", "evaluate", "alerts")
+    assert "rul_command" not in line

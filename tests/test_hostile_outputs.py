@@ -1,18 +1,23 @@
 """Where a file job writes: every destination distinct from the input and from each other, under
 --resume too; --resume continues only an output whose job record names the same input, model and
-settings. Each refusal is one line with exit status 2 and leaves every file as it was."""
+settings. Each refusal is one line with exit status 2 and leaves every file as it was. A write that fails
+(a full disk, a name too long) or a bad record met mid-file is one line saying what was kept and what to
+do next, and that advice works; average and ensemble replace an existing --output only with --overwrite."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import pickle
 
 import pytest
 from support import assert_one_line_error, file_states, run_cli, trained
 
 from seq2seq.recommender import Recommender
 from seq2seq.serving import destinations
-from seq2seq.serving.batch import translate_file
+from seq2seq.serving import output as sinks
+from seq2seq.serving.batch import JobStopped, translate_file
 from seq2seq.serving.destinations import record_path
 
 LOG = "problem\toperator\nENGINE OIL LEAK\tanna\nFUEL PUMP NOISY\tbob\n"
@@ -178,3 +183,123 @@ def test_the_model_digest_is_computed_once_per_loaded_model_and_unchanged(model,
     assert {record["model"] for record in records} == {expected}
     other = Recommender.from_checkpoint(model)  # another load of the same file: hashed afresh, the same value
     assert destinations.model_digest(other) == expected and calls == [recommender, other]
+
+
+# -- writing: missing folders, long names, a full disk, a job stopped by its input ----------------------------
+
+
+def test_an_output_in_a_missing_folder_gets_the_folder_as_its_companions_do(model, log, tmp_path):
+    output = tmp_path / "new" / "deeper" / "out.tsv"
+    result = translate(model, "--input", str(log), "--output", str(output))
+    assert result.status == 0, result.stderr
+    assert len(output.read_text(encoding="utf-8").splitlines()) == 3 and record_path(output).is_file()
+
+
+@pytest.mark.parametrize("length", [245, 300], ids=["record-too-long", "output-too-long"])
+def test_an_output_name_too_long_for_the_file_system_is_one_line_and_writes_nothing(model, log, tmp_path, length):
+    output = tmp_path / ("x" * length + ".tsv")
+    assert_one_line_error(translate(model, "--input", str(log), "--output", str(output)), "File name too long")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["log.tsv"]
+
+
+def test_a_full_disk_mid_job_is_one_line_and_resume_then_finishes_the_output_as_one_run_would(model, log, tmp_path,
+                                                                                             monkeypatch):
+    assert translate(model, "--input", str(log), "--output", str(tmp_path / "whole.tsv")).status == 0
+    output = tmp_path / "out.tsv"
+    real_append = sinks._append
+    appends = []
+
+    def filling(file, text):  # the header fits; the rows find the disk full
+        appends.append(text)
+        if len(appends) > 1:
+            real_append(file, text[:5])  # a partial row, as a short write leaves
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_append(file, text)
+
+    monkeypatch.setattr(sinks, "_append", filling)
+    assert_one_line_error(translate(model, "--input", str(log), "--output", str(output)),
+                          f"{output}: cannot write (No space left on device); the rows written are kept: continue "
+                          "with --resume")
+    monkeypatch.setattr(sinks, "_append", real_append)
+    assert translate(model, "--input", str(log), "--output", str(output), "--resume").status == 0
+    assert output.read_bytes() == (tmp_path / "whole.tsv").read_bytes()
+
+
+def test_a_job_stopped_part_way_tells_a_program_what_is_kept_and_whether_it_can_resume(model, tmp_path):
+    source = tmp_path / "in.csv"
+    source.write_text("id,source\n1,pump vibration high\n2,belt worn\nx\n", encoding="utf-8")
+    with pytest.raises(JobStopped) as stopped:
+        translate_file(Recommender.from_checkpoint(model), source, tmp_path / "out.csv", chunk_rows=1)
+    assert (stopped.value.kept, stopped.value.resumable) == (2, False)
+    assert str(stopped.value) == f"{source}: line 4: expected 2 comma-separated fields, found 1"  # no CLI advice
+    copied = pickle.loads(pickle.dumps(stopped.value))  # as World.outcome hands it to the other processes
+    assert (str(copied), copied.kept, copied.resumable) == (str(stopped.value), 2, False)
+
+
+@pytest.mark.parametrize("companions", [[], ["--attention-out", "att.jsonl"]], ids=["output", "with-attention"])
+def test_a_bad_record_mid_file_says_what_was_kept_and_the_advice_it_gives_works(model, tmp_path, monkeypatch,
+                                                                                companions):
+    monkeypatch.chdir(tmp_path)
+    good = "".join(f"{i},pump vibration high\n" for i in range(1030))  # past the first chunk of 1024 rows
+    source = tmp_path / "in.csv"
+    source.write_text("id,source\n" + good + "x\n", encoding="utf-8")  # line 1032: one field of two
+    line = assert_one_line_error(translate(model, "--input", "in.csv", "--output", "out.csv", *companions),
+                                 "in.csv: line 1032: expected 2 comma-separated fields, found 1")
+    kept = len((tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()) - 1
+    assert f"out.csv keeps its first {kept} rows: fix the input, then delete " in line and kept == 1024
+    named = line.split("then delete ")[1].removesuffix(" to start again").replace(" and ", ", ").split(", ")
+    assert sorted(named) == sorted(["out.csv", "out.csv.job.json", *companions[1:]])
+    source.write_text("id,source\n" + good, encoding="utf-8")
+    for name in named:
+        (tmp_path / name).unlink()
+    assert translate(model, "--input", "in.csv", "--output", "out.csv", *companions).status == 0
+
+
+def test_row_warnings_of_a_txt_job_each_start_their_own_line(model, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("pump vibration high\n" + "pump vibration high and " * 5 + "\n\n", encoding="utf-8")
+    result = translate(model, "--input", str(source), "--output", str(tmp_path / "out.txt"))
+    assert result.status == 0, result.stderr
+    warnings = [line for line in result.stderr.split("\n") if "warning:" in line]
+    assert len(warnings) == 2 and all(line.startswith("warning: ") for line in warnings), result.stderr
+
+
+def test_the_summary_counts_a_translated_row_with_a_warning_apart_from_the_failed_ones(model, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("pump vibration high\n" + "pump vibration high and " * 5 + "\n\n", encoding="utf-8")
+    result = translate(model, "--input", str(source), "--output", str(tmp_path / "out.txt"))
+    assert "out.txt: 3 rows: 2 translated (1 with a warning), 1 with errors; " in result.error_lines[-1]
+
+
+def test_evaluate_refuses_a_hypotheses_folder_before_decoding(model, tmp_path, monkeypatch):
+    data = tmp_path / "data.tsv"
+    data.write_text("source\ttarget\npump vibration high\tinspect pump bearings\n", encoding="utf-8")
+    (tmp_path / "hyp").mkdir()
+    monkeypatch.setattr(Recommender, "recommend", lambda *a, **k: pytest.fail("decoded before the check"))
+    result = run_cli("evaluate", "--model", str(model), "--data", str(data), "--hypotheses", str(tmp_path / "hyp"))
+    assert_one_line_error(result, f"{tmp_path / 'hyp'}: is a directory; --hypotheses needs a file name")
+
+
+def test_feedback_export_under_a_file_names_the_output_it_was_asked_for(tmp_path):
+    (tmp_path / "ok.csv").write_text("keep\n", encoding="utf-8")
+    output = tmp_path / "ok.csv" / "x.tsv"
+    result = run_cli("feedback", "export", "--db", str(tmp_path / "never-opened.sqlite"), "--output", str(output))
+    assert_one_line_error(result, f"{tmp_path / 'ok.csv'}: is a file, but --output {output} needs it to be a folder")
+    assert (tmp_path / "ok.csv").read_text(encoding="utf-8") == "keep\n"
+
+
+# -- average and ensemble --output ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["average", "ensemble"])
+def test_a_combined_checkpoint_never_replaces_a_file_or_folder_without_overwrite(model, tmp_path, command):
+    notes, folder = tmp_path / "notes.txt", tmp_path / "folder"
+    notes.write_text("precious notes\n", encoding="utf-8")
+    folder.mkdir()
+    combine = ("--inputs", str(model), str(model), "--output")
+    assert_one_line_error(run_cli(command, *combine, str(folder)), f"{folder}: is a directory; --output needs a file")
+    assert_one_line_error(run_cli(command, *combine, str(notes)),
+                          f"{notes}: already exists; pass --overwrite to replace it")
+    assert notes.read_text(encoding="utf-8") == "precious notes\n" and list(folder.iterdir()) == []
+    assert run_cli(command, *combine, str(notes), "--overwrite").status == 0
+    assert Recommender.from_checkpoint(notes).translate(["belt worn"])

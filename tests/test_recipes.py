@@ -299,7 +299,7 @@ def test_an_unknown_rul_schedule_is_a_one_line_error_before_training(tmp_path):
     config = tmp_path / "bad.json"
     config.write_text(json.dumps({"rul": {"schedule": "linear"}}), encoding="utf-8")
     result = run_cli("rul", "train", "--output-dir", str(tmp_path / "run"), "--config", str(config))
-    assert_one_line_error(result, "rul.schedule must be plateau or cosine")
+    assert_one_line_error(result, f"{config}: rul: unknown schedule 'linear'; valid: plateau, cosine")
     assert not (tmp_path / "run").exists()
 
 

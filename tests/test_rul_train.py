@@ -199,8 +199,8 @@ def test_a_corrupt_missing_or_foreign_checkpoint_is_a_one_line_error(tmp_path):
     (tmp_path / "truncated.pt").write_bytes(data[: len(data) // 2])
     (tmp_path / "garbage.pt").write_bytes(b"not a checkpoint at all")
     save_atomic({"format_version": 1, "kind": "seq2seq-translator"}, tmp_path / "foreign.pt")
-    assert "truncated or corrupt" in one_line_error(tmp_path / "truncated.pt")
-    assert "truncated or corrupt" in one_line_error(tmp_path / "garbage.pt")
+    assert "truncated checkpoint (" in one_line_error(tmp_path / "truncated.pt")
+    assert "not a checkpoint: a text file" in one_line_error(tmp_path / "garbage.pt")
     assert "not found" in one_line_error(tmp_path / "missing.pt")
     assert "not a rul-model checkpoint" in one_line_error(tmp_path / "foreign.pt")
 

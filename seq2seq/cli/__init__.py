@@ -1,14 +1,19 @@
 """Command line: ``seq2seq train | translate | evaluate | average | ensemble | rul ... | feedback ...``.
 
 Every error a user can cause (files, columns, options, checkpoints) is printed as one line,
-``seq2seq: error: ...``, with exit status 2; no traceback.
+``seq2seq: error: ...``, with exit status 2; no traceback. So is, last of all, an OSError no reader or
+writer turned into one (a full disk). A reader that closes the output early (``| head``) ends the
+command quietly, with the status of a shell tool ended by SIGPIPE.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from typing import NoReturn
+from collections.abc import Iterator
+from typing import Any, NoReturn, TextIO
 
 from seq2seq.cli.combine import add_combine_parsers, run_combine
 from seq2seq.cli.feedback import add_feedback_parser, run_feedback
@@ -37,19 +42,83 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+SIGPIPE_STATUS = 128 + 13  # what a shell reports for a command ended by SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     run = {"train": run_train, "translate": run_translate, "evaluate": run_evaluate, "rul": run_rul,
            "feedback": run_feedback, "average": run_combine, "ensemble": run_combine}[args.command]
+    stdout, sys.stdout = sys.stdout, NamedStdout(sys.stdout)
     try:
-        return run(args)
+        status = run(args)
+        sys.stdout.flush()  # here rather than at exit, so that a full disk on stdout is reported as below
+        return status
     except Seq2SeqError as err:
-        # One write, newline included: processes of one torchrun job share stderr, unbuffered there, and a
-        # separate write of the newline let two processes' lines run together.
-        sys.stderr.write(f"seq2seq: error: {err}\n")
-        sys.stderr.flush()
-        return 2
+        return _error(str(err))
+    except BrokenPipeError:
+        _drop_stdout()
+        return SIGPIPE_STATUS
+    except OSError as err:
+        return _error(_os_problem(err))
     except KeyboardInterrupt:
         resumable = args.command == "train" or getattr(args, "input", None) is not None
         print("seq2seq: interrupted" + ("; continue with --resume" if resumable else ""), file=sys.stderr)
         return 130
+    finally:
+        sys.stdout = stdout
+
+
+class NamedStdout:
+    """``sys.stdout`` whose OSErrors (a full disk, /dev/full) name it, as a write to an open file's do not."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+    def write(self, text: str) -> int:
+        with self._named():
+            return self.stream.write(text)
+
+    def flush(self) -> None:
+        with self._named():
+            self.stream.flush()
+
+    @contextlib.contextmanager
+    def _named(self) -> Iterator[None]:
+        try:
+            yield
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise OSError(err.errno, err.strerror or str(err), "stdout") from err
+
+
+def _error(message: str) -> int:
+    # One write, newline included: processes of one torchrun job share stderr, unbuffered there, and a
+    # separate write of the newline let two processes' lines run together.
+    sys.stderr.write(f"seq2seq: error: {message}\n")
+    sys.stderr.flush()
+    return 2
+
+
+def _os_problem(err: OSError) -> str:
+    """The line for an OSError that no reader or writer turned into a Seq2SeqError: the file (a rename's
+    destination) or stdout, and the OS's reason."""
+    reason = err.strerror or str(err)
+    if err.filename == "stdout":
+        _drop_stdout()
+        return f"stdout: cannot write ({reason})"
+    named = err.filename2 if err.filename2 is not None else err.filename
+    if named is not None:
+        return f"{shown(str(named))}: {reason}"
+    return f"a file could not be read or written ({reason})"
+
+
+def _drop_stdout() -> None:
+    """Point stdout, which cannot be written (a closed pipe, a full disk), at /dev/null: text still buffered
+    would fail again at exit, with a message of the interpreter's."""
+    with contextlib.suppress(OSError, ValueError):  # not a file (a test's StringIO): nothing is flushed at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,4 +1,5 @@
-"""What several commands share: a bounded whole-number flag, and reading a parallel file with its warning."""
+"""What several commands share: a bounded whole-number flag, a path flag, and reading a parallel file with its
+warning."""
 
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ def whole_number(low: int, high: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def path_flag(text: str) -> str:
+    """An argparse ``type`` for a flag naming a file or folder: an empty one (an unset shell variable) is
+    argparse's one-line error, ``argument --output: empty path``, rather than the current folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
+    return text
 
 
 def read_corpus(path: str, target: str | None, args: argparse.Namespace) -> ParallelCorpus:

@@ -10,8 +10,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from seq2seq.errors import DataError
+from seq2seq.cli.common import path_flag
+from seq2seq.errors import DataError, write_error
 from seq2seq.files import make_folder
+from seq2seq.serving.destinations import check_distinct
 from seq2seq.serving.feedback import FeedbackStore
 
 SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
@@ -19,13 +21,14 @@ SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite
 
 def add_feedback_parser(commands: argparse._SubParsersAction) -> None:
     feedback = commands.add_parser("feedback", help="the technicians' feedback database: export corrections, counts")
-    sub = feedback.add_subparsers(dest="feedback_command", required=True)
+    sub = feedback.add_subparsers(dest="feedback_command", metavar="{export,stats}", required=True)
     p = sub.add_parser("export", help="a TSV of alert/action pairs (the correction, or the recommendation marked "
                                       "right) for seq2seq train --init-from")
-    p.add_argument("--db", required=True, help="the app's feedback database (gradio_app.py --feedback-db)")
-    p.add_argument("--output", required=True, help="the TSV to write (replaced if it exists)")
+    p.add_argument("--db", required=True, type=path_flag,
+                   help="the app's feedback database (gradio_app.py --feedback-db)")
+    p.add_argument("--output", required=True, type=path_flag, help="the TSV to write (replaced if it exists)")
     p = sub.add_parser("stats", help="records, right, wrong, corrected, learnable, translators, technicians")
-    p.add_argument("--db", required=True)
+    p.add_argument("--db", required=True, type=path_flag)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -43,6 +46,7 @@ def run_export(args: argparse.Namespace) -> int:
                             f"({db}); choose another file")
     if output.is_dir():
         raise DataError(f"{output}: is a directory; --output needs a file name")
+    check_distinct({}, {"--output": output}, None)  # a file where its folder should be, named with the output
     store = FeedbackStore(db, create=False)
     try:
         records = store.records()
@@ -65,7 +69,7 @@ def write_atomic(path: Path, text: str) -> None:
             file.write(text)
         os.replace(partial, path)
     except OSError as err:
-        raise DataError(f"{path}: cannot write ({err.strerror or err})") from None
+        raise write_error(path, err) from None
     finally:
         if partial is not None:
             Path(partial).unlink(missing_ok=True)

@@ -8,53 +8,63 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from seq2seq.config import RulConfig, SearchConfig, from_dict, load_config_file
+from seq2seq.cli.common import path_flag
+from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from_dict
+from seq2seq.config_file import check_names, load_config_file
 from seq2seq.errors import ConfigError
-from seq2seq.recommender import Recommender
+from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.cmapss import read_cmapss, read_rul
 from seq2seq.rul.evaluate import PROTOCOL_CAP, evaluate_windows
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.synthetic import synthetic_engines
 from seq2seq.rul.train import train_members, train_on_engines
 from seq2seq.rul.windows import last_windows
+from seq2seq.serving.views import translation_json
 
 UNCAPPED = 100_000  # a cap beyond any engine's life
 
 
 def add_rul_parser(commands: argparse._SubParsersAction) -> None:
     rul = commands.add_parser("rul", help="remaining-useful-life model on C-MAPSS data, and its alerts")
-    sub = rul.add_subparsers(dest="rul_command", required=True)
+    sub = rul.add_subparsers(dest="rul_command", metavar="{train,evaluate,alerts}", required=True)
     p = sub.add_parser("train", help="train the RUL model (default data: synthetic engines)")
-    p.add_argument("--data", help="C-MAPSS training file (train_FD00x.txt); default: 100 synthetic engines")
-    p.add_argument("--output-dir", required=True)
-    p.add_argument("--config", help="JSON file with a section 'rul' of RulConfig fields")
+    p.add_argument("--data", type=path_flag,
+                   help="C-MAPSS training file (train_FD00x.txt); default: 100 synthetic engines")
+    p.add_argument("--output-dir", type=path_flag, required=True)
+    p.add_argument("--config", type=path_flag, help="JSON file with a section 'rul' of RulConfig fields")
     p.add_argument("--epochs", type=int)
     p.add_argument("--max-minutes", type=float)
     p.add_argument("--seed", type=int)
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--device", choices=DEVICES)
     p = sub.add_parser("evaluate", help="RMSE and PHM08 score on an official test set")
-    p.add_argument("--model", required=True)
-    p.add_argument("--test", required=True, help="test_FD00x.txt (truncated histories)")
-    p.add_argument("--rul", required=True, help="RUL_FD00x.txt (true RUL of each test engine)")
+    p.add_argument("--model", type=path_flag, required=True)
+    p.add_argument("--test", type=path_flag, required=True, help="test_FD00x.txt (truncated histories)")
+    p.add_argument("--rul", type=path_flag, required=True, help="RUL_FD00x.txt (true RUL of each test engine)")
     p.add_argument("--cap", type=int, default=PROTOCOL_CAP, help="score against true RULs capped at this many "
                    f"cycles (default {PROTOCOL_CAP}, the literature's protocol, whatever the model's own cap; 0: none)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("alerts", help="RUL, health and alerts per engine, optionally with recommendations")
-    p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True, help="a C-MAPSS-format file of engine histories")
+    p.add_argument("--model", type=path_flag, required=True)
+    p.add_argument("--data", type=path_flag, required=True, help="a C-MAPSS-format file of engine histories")
     p.add_argument("--engine", type=int, help="only this unit")
-    p.add_argument("--translator", help="a translator checkpoint: adds a recommendation per alert")
+    p.add_argument("--translator", type=path_flag, help="a translator checkpoint: adds a recommendation per alert")
     p.add_argument("--beam-size", type=int, help="default: the translator's (greedy unless its recipe tuned one)")
     p.add_argument("--json", action="store_true")
 
 
 def rul_config(args: argparse.Namespace) -> RulConfig:
-    values = dict(load_config_file(args.config).get("rul", {})) if args.config else {}
+    """The run's RulConfig; a bad value is blamed on the flag that set it, else on the config file."""
+    values: dict[str, Any] = {}
+    if args.config:
+        values = dict(load_config_file(args.config, ("rul",), "seq2seq rul train").get("rul", {}))
+        check_names(values, {"device": DEVICES, "schedule": RUL_SCHEDULES}, f"{args.config}: rul")
+    flags = {}
     for flag, key in (("epochs", "epochs"), ("max_minutes", "max_minutes"), ("seed", "seed"), ("device", "device")):
         if getattr(args, flag) is not None:
-            values[key] = getattr(args, flag)
-    return from_dict(RulConfig, values, f"{args.config or 'options'}: rul")
+            values[key], flags[key] = getattr(args, flag), "--" + flag.replace("_", "-")
+    return from_dict(RulConfig, values, f"{args.config or 'options'}: rul", flags)
 
 
 def run_rul(args: argparse.Namespace) -> int:
@@ -75,8 +85,9 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    if args.cap < 0:  # refused before the model and files are read
-        raise ConfigError(f"--cap must be a number of cycles (0: uncapped), got {args.cap}")
+    if not 0 <= args.cap <= UNCAPPED:  # refused before the model and files are read
+        raise ConfigError(f"argument --cap: must be a number of cycles in [0, {UNCAPPED}] (0: uncapped), "
+                          f"got {args.cap}")
     monitor = EngineMonitor.from_checkpoint(args.model)
     engines = read_cmapss(args.test)
     true_rul = read_rul(args.rul, len(engines))
@@ -94,6 +105,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_alerts(args: argparse.Namespace) -> int:
+    if args.beam_size is not None and args.translator is None:
+        raise ConfigError("argument --beam-size: sets the search of --translator, and no --translator is given")
     monitor = EngineMonitor.from_checkpoint(args.model)
     engines = read_cmapss(args.data)
     if args.engine is not None:
@@ -110,13 +123,24 @@ def run_alerts(args: argparse.Namespace) -> int:
         row = {"engine": report.unit, "rul": round(report.rul, 1), "health": report.health,
                "alerts": report.alert_lines(), "alert_cycles": [alert.cycle for alert in report.alerts]}
         if recommender is not None:
-            row["recommendations"] = [r.text for r in report.recommendations]
+            row["recommendations"] = [r.text for r in report.recommendations]  # as before: strings
+            row["judgements"] = [translation_json(r) for r in report.recommendations]  # trust, verdict, warning
         rows.append(row)
         if not args.json:
             print(f"engine {row['engine']}: RUL {row['rul']:.0f} cycles, {row['health']}")
             for i, line in enumerate(row["alerts"]):
-                advice = f"  ->  {row['recommendations'][i]}" if recommender is not None else ""
+                advice = f"  ->  {advice_line(report.recommendations[i])}" if recommender is not None else ""
                 print(f"  {line} (peak at cycle {row['alert_cycles'][i]}){advice}")
     if args.json:
-        print(json.dumps(rows))
+        print(json.dumps(rows, ensure_ascii=False))
     return 0
+
+
+def advice_line(recommendation: Recommendation) -> str:
+    """A recommendation in one line, with what tells whether to act on it: its verdict and trust, and any
+    warning (an out-of-scope or empty answer must not read as advice)."""
+    r = recommendation
+    notes = [f"{r.verdict}, trust {r.trust:.2f}"] if r.verdict is not None and r.trust is not None else []
+    notes += [r.warning] if r.warning else []
+    text = r.text or "(no recommendation)"
+    return f"{text}  [{'; '.join(notes)}]" if notes else text

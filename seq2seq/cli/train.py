@@ -12,15 +12,18 @@ from typing import Any
 
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.checkpoint import count_parameters, with_search_defaults
-from seq2seq.cli.common import read_corpus
+from seq2seq.cli.common import path_flag, read_corpus
 from seq2seq.combine import train_members
-from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict, load_config_file
+from seq2seq.config import DEVICES, ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict
+from seq2seq.config_file import check_names, load_config_file
 from seq2seq.corpus import EMBEDDED_DATA, ParallelCorpus
 from seq2seq.distributed import World, process_group
 from seq2seq.errors import ConfigError
 from seq2seq.fast.precision import PRECISIONS
 from seq2seq.finetune import Start
+from seq2seq.optimizer import SCHEDULES
 from seq2seq.runs import build_trainer
+from seq2seq.tokenizer import MODEL_TYPES
 from seq2seq.train import TrainResult
 
 # CLI flag -> (config section, field); flags left unset keep the config file's value or the default.
@@ -38,35 +41,43 @@ OVERRIDES = {
     "vocab_size": ("tokenizer", "vocab_size"), "separate_vocab": ("tokenizer", "joint"),
 }
 FLAG_NAMES = {"input_feeding": "--no-input-feeding"}  # flags whose dest is not their name
+CONFIG_SECTIONS = ("model", "train", "tokenizer", "search")  # of a config file; rul is seq2seq rul train's
+# Fields whose value is a name, with the names each takes: a config file's are checked as it is read (flags have
+# argparse choices), so an unknown one is named with its file and section.
+NAMES = {"model": {"attention": ATTENTION_NAMES},
+         "train": {"device": DEVICES, "schedule": SCHEDULES, "precision": PRECISIONS},
+         "tokenizer": {"model_type": MODEL_TYPES}}
 
 
 def add_train_parser(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("train", help="train a translator (default data: the embedded corpus)")
-    p.add_argument("--train", help="training pairs: .tsv/.csv (header), .jsonl, or a plain-text source file")
-    p.add_argument("--dev", help="development pairs for validation (same formats)")
-    p.add_argument("--train-target", help="plain-text target file aligned with --train")
-    p.add_argument("--dev-target", help="plain-text target file aligned with --dev")
+    p.add_argument("--train", type=path_flag,
+                   help="training pairs: .tsv/.csv (header), .jsonl, or a plain-text source file")
+    p.add_argument("--dev", type=path_flag, help="development pairs for validation (same formats)")
+    p.add_argument("--train-target", type=path_flag, help="plain-text target file aligned with --train")
+    p.add_argument("--dev-target", type=path_flag, help="plain-text target file aligned with --dev")
     p.add_argument("--source-column", help="source column or key (default: source, or problem)")
     p.add_argument("--target-column", help="target column or key (default: target, or action)")
-    p.add_argument("--output-dir", required=True, help="where best.pt, last.pt and metrics.jsonl go")
-    p.add_argument("--config", help="JSON file with sections model, train, tokenizer")
+    p.add_argument("--output-dir", required=True, type=path_flag, help="where best.pt, last.pt and metrics.jsonl go")
+    p.add_argument("--config", type=path_flag, help="JSON file with sections model, train, tokenizer")
     p.add_argument("--resume", action="store_true", help="continue the run saved in OUTPUT_DIR/last.pt")
     p.add_argument("--overwrite", action="store_true", help="replace a finished or stopped run in OUTPUT_DIR")
-    p.add_argument("--init-from", help="fine-tune this checkpoint (best.pt): its weights, tokenizer and model "
-                   "configuration, with its training pairs mixed in (e.g. corrections from seq2seq feedback export)")
+    p.add_argument("--init-from", type=path_flag,
+                   help="fine-tune this checkpoint (best.pt): its weights, tokenizer and model configuration, with its "
+                        "training pairs mixed in (e.g. corrections from seq2seq feedback export)")
     p.add_argument("--no-replay", dest="replay", action="store_false",
                    help="with --init-from: train on --train alone, without the checkpoint's training pairs")
     p.add_argument("--attention", choices=ATTENTION_NAMES)
     p.add_argument("--epochs", type=int)
     p.add_argument("--max-minutes", type=float, help="stop (and save) after this much wall-clock time")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--device", choices=DEVICES)
     p.add_argument("--precision", choices=PRECISIONS,
                    help="matrix products in: auto (fp16 on CUDA, fp32 on a CPU), fp32, bf16 (CUDA, or a CPU "
                         "with AVX512-BF16/AMX), fp16 (CUDA)")
     p.add_argument("--seed", type=int)
     p.add_argument("--batch-tokens", type=int)
     p.add_argument("--learning-rate", type=float)
-    p.add_argument("--schedule", choices=("plateau", "warmup"))
+    p.add_argument("--schedule", choices=SCHEDULES)
     p.add_argument("--label-smoothing", type=float)
     p.add_argument("--teacher-forcing", type=float, help="probability of feeding the gold token (1 = always)")
     p.add_argument("--patience", type=int, help="validations without improvement before stopping")
@@ -87,10 +98,11 @@ def settings(args: argparse.Namespace) -> dict[tuple[str, str], tuple[Any, str]]
     """(section, field) -> (value, where it was set) for each field the config file or a flag sets."""
     found: dict[tuple[str, str], tuple[Any, str]] = {}
     if args.config:
-        for name, values in load_config_file(args.config).items():
+        for name, values in load_config_file(args.config, CONFIG_SECTIONS, "seq2seq train").items():
             if name in ("model", "train", "tokenizer"):
                 if not isinstance(values, dict):
                     raise ConfigError(f"{args.config}: section {name} must be an object of {name} fields")
+                check_names(values, NAMES[name], f"{args.config}: {name}")
                 found.update({(name, key): (value, f"{args.config}: {name}.{key}") for key, value in values.items()})
     for flag, (section, key) in OVERRIDES.items():
         if getattr(args, flag) is not None:
@@ -99,18 +111,22 @@ def settings(args: argparse.Namespace) -> dict[tuple[str, str], tuple[Any, str]]
 
 
 def configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, TokenizerConfig]:
+    """The run's configs; a bad value is blamed on the flag that set it, else on the config file's section."""
     sections: dict[str, dict[str, Any]] = {"model": {}, "train": {}, "tokenizer": {}}
-    for (section, key), (value, _) in settings(args).items():
+    flags: dict[str, dict[str, str]] = {"model": {}, "train": {}, "tokenizer": {}}
+    for (section, key), (value, origin) in settings(args).items():
         sections[section][key] = value
+        if origin.startswith("--"):
+            flags[section][key] = origin
     where = args.config or "options"
-    return (from_dict(ModelConfig, sections["model"], f"{where}: model"),
-            from_dict(TrainConfig, sections["train"], f"{where}: train"),
-            from_dict(TokenizerConfig, sections["tokenizer"], f"{where}: tokenizer"))
+    return (from_dict(ModelConfig, sections["model"], f"{where}: model", flags["model"]),
+            from_dict(TrainConfig, sections["train"], f"{where}: train", flags["train"]),
+            from_dict(TokenizerConfig, sections["tokenizer"], f"{where}: tokenizer", flags["tokenizer"]))
 
 
 def search_section(args: argparse.Namespace) -> SearchConfig | None:
     """The config file's search section (tuned on dev): best.pt carries it as its search defaults."""
-    section = load_config_file(args.config).get("search") if args.config else None
+    section = load_config_file(args.config, CONFIG_SECTIONS, "seq2seq train").get("search") if args.config else None
     return None if section is None else from_dict(SearchConfig, section, f"{args.config}: search")
 
 

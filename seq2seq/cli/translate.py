@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import sys
 from collections.abc import Iterator
@@ -13,16 +14,16 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from seq2seq.cli.common import read_corpus, whole_number
+from seq2seq.cli.common import path_flag, read_corpus, whole_number
 from seq2seq.config import MAX_BEAM_SIZE, SearchConfig, resolve_device
 from seq2seq.distributed import launched_size, process_group
-from seq2seq.errors import ConfigError
+from seq2seq.errors import ConfigError, DataError, write_error
 from seq2seq.evaluate import score_recommendations, selective_scores
 from seq2seq.fast.threads import one_core_workers, worker_count
-from seq2seq.files import LongLine, bounded_lines, decode_line, make_folder, open_binary
-from seq2seq.recommender import SIMILAR, Recommender
-from seq2seq.serving.batch import FileJob
-from seq2seq.serving.destinations import check_distinct
+from seq2seq.files import BYTES_KEPT, LongLine, bounded_lines, check_text, decode_line, make_folder, open_binary
+from seq2seq.recommender import SIMILAR, Recommendation, Recommender
+from seq2seq.serving.batch import FileJob, JobStopped
+from seq2seq.serving.destinations import check_distinct, record_path
 from seq2seq.serving.incident_log import FORMATS
 from seq2seq.serving.sharding import translate_shared
 from seq2seq.serving.views import translation_json
@@ -34,7 +35,7 @@ FILE_OPTIONS = ("output", "column", "format", "attention_out", "heatmaps", "resu
 
 
 def add_search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="a checkpoint written by seq2seq train (best.pt)")
+    p.add_argument("--model", required=True, type=path_flag, help="a checkpoint written by seq2seq train (best.pt)")
     p.add_argument("--beam-size", type=int, help="1 = greedy; default: the model's (its config's search section, "
                    "else greedy)")
     p.add_argument("--length-penalty", type=float, help="default: the model's, else 1.0")
@@ -50,12 +51,14 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_file_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", help="translate this file (.csv/.tsv/.jsonl with a column of alerts, or .txt)")
-    p.add_argument("--output", help="the input's rows with recommendation, score and error added")
+    p.add_argument("--input", type=path_flag,
+                   help="translate this file (.csv/.tsv/.jsonl with a column of alerts, or .txt)")
+    p.add_argument("--output", type=path_flag, help="the input's rows with recommendation, score and error added")
     p.add_argument("--column", help="alert column or key (default: source, else problem, else the only one)")
     p.add_argument("--format", choices=FORMATS, help="of the input, when its extension does not say")
-    p.add_argument("--attention-out", help="JSONL file: source pieces, target pieces and attention per row")
-    p.add_argument("--heatmaps", help="folder for one attention heatmap PNG per translated row")
+    p.add_argument("--attention-out", type=path_flag,
+                   help="JSONL file: source pieces, target pieces and attention per row")
+    p.add_argument("--heatmaps", type=path_flag, help="folder for one attention heatmap PNG per translated row")
     p.add_argument("--resume", action="store_true", help="continue an interrupted --output (and its companions)")
 
 
@@ -71,40 +74,53 @@ def add_translate_parsers(commands: argparse._SubParsersAction) -> None:
     add_file_arguments(p)
     p = commands.add_parser("evaluate", help="BLEU, chrF and TER (sacrebleu) of a model on a parallel file")
     add_search_arguments(p)
-    p.add_argument("--data", required=True)
-    p.add_argument("--data-target", help="plain-text target file aligned with --data")
+    p.add_argument("--data", required=True, type=path_flag)
+    p.add_argument("--data-target", type=path_flag, help="plain-text target file aligned with --data")
     p.add_argument("--source-column")
     p.add_argument("--target-column")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--hypotheses", help="also write the translations to this file")
+    p.add_argument("--hypotheses", type=path_flag, help="also write the translations to this file")
 
 
 def search_flags(args: argparse.Namespace, n_best: int = 1) -> dict[str, float]:
     """The search settings the flags set (a flag left out is None), checked before any model is loaded."""
     given = {name: getattr(args, name) for name in ("beam_size", "length_penalty", "max_length_ratio")
              if getattr(args, name) is not None}
+    if n_best < 1:  # here: the check below would name the stand-in for the model's beam, which no one chose
+        raise ConfigError(f"--n-best: n_best must be in [1, beam_size], got {n_best}")
     SearchConfig(**{**given, "beam_size": given.get("beam_size", MAX_BEAM_SIZE)}, n_best=n_best)  # ranges
     return given
 
 
 def search_config(args: argparse.Namespace, defaults: SearchConfig, n_best: int = 1) -> SearchConfig:
     """The model's search defaults with what the flags set."""
-    return replace(defaults, n_best=n_best, **search_flags(args, n_best))
+    given = search_flags(args, n_best)
+    if "beam_size" not in given and n_best > defaults.beam_size:
+        raise ConfigError(f"--n-best {n_best}: the model's beam size is {defaults.beam_size}, and n-best needs a beam "
+                          f"at least as wide; pass --beam-size {n_best}")
+    return replace(defaults, n_best=n_best, **given)
 
 
-def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str | None]]]:
-    """(line number, text or None when unreadable) in chunks; one line at a time from a terminal.
+def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str, str]]]:
+    """(line number, text, fault) in chunks; one line at a time from a terminal. ``fault`` is why a line
+    cannot be read ("" when it can): its bytes are not UTF-8 (the text keeps them, ``decode_line``), or it is
+    over ``MAX_LINE_BYTES`` (the text is "").
 
     A lone CR ends a line too (a file saved with old Mac endings is not one alert); a line over
-    ``MAX_LINE_BYTES`` is skipped in pieces, so an endless line takes bounded memory.
+    ``MAX_LINE_BYTES`` is skipped in pieces, so an endless line takes bounded memory. Stdin that is not
+    UTF-8 text from its first line (UTF-16 from a PowerShell pipe) is refused as a file is (``check_text``):
+    read line by line, it would be garbage, with one alert more than was sent.
     """
     size = 1 if stream.isatty() else size
-    chunk: list[tuple[int, str | None]] = []
+    chunk: list[tuple[int, str, str]] = []
     number = 0
     for raw in bounded_lines(stream.buffer):
+        if number == 0 and not isinstance(raw, LongLine):
+            check_text(Path("stdin"), raw)
+            raw = raw.removeprefix(codecs.BOM_UTF8)  # as a file's: a mark, not part of the first alert
         for part in [raw] if isinstance(raw, LongLine) else raw.removesuffix(b"\n").removesuffix(b"\r").split(b"\r"):
             number += 1
-            chunk.append((number, _decoded(number, part)))
+            chunk.append((number, *(("", part.fault()) if isinstance(part, LongLine) else decode_line(part))))
             if len(chunk) >= size:
                 yield chunk
                 chunk = []
@@ -112,24 +128,34 @@ def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str | No
         yield chunk
 
 
-def _decoded(number: int, raw: bytes | LongLine) -> str | None:
-    """The text of one stdin line, or None with a warning on stderr."""
-    text, fault = ("", raw.fault()) if isinstance(raw, LongLine) else decode_line(raw)
-    if not fault:
-        return text
-    print(f"warning: stdin: line {number}: {fault}; empty recommendation written", file=sys.stderr)
-    return None
+def recommend_lines(recommender: Recommender, chunk: list[tuple[int, str, str]], config: SearchConfig,
+                    batch_size: int, similar: int) -> list[Recommendation]:
+    """One answer per stdin line, in order: an unreadable line is not translated, its answer is empty with
+    the fault as its warning and its bytes escaped (``\\xe9``) as its alert."""
+    answers = iter(recommender.recommend([text for _, text, fault in chunk if not fault], config, batch_size,
+                                         similar))
+    return [Recommendation(_escaped(text), [], warning=fault) if fault else next(answers) for _, text, fault in chunk]
+
+
+def _escaped(text: str) -> str:
+    """``text`` with each byte that is not UTF-8 written as its escape, ``\\xe9``: printable, no byte lost."""
+    return text.encode("utf-8", BYTES_KEPT).decode("utf-8", "backslashreplace")
 
 
 class RowProgress:
-    """``progress(done, total)`` for ``translate_file``: a tqdm bar on stderr with rows/s and the ETA."""
+    """``progress(done, total)`` for ``translate_file``: a tqdm bar on stderr with rows/s and the ETA.
+
+    Only on a terminal (``disable=None``): in a log file the bar's carriage returns would leave a row's
+    warning in the middle of a line; on a terminal the warnings go through ``tqdm.write``, above the bar.
+    """
 
     def __init__(self) -> None:
         self.bar: tqdm | None = None
 
     def __call__(self, done: int, total: int | None) -> None:
         if self.bar is None:
-            self.bar = tqdm(total=total, initial=done, desc="translate", unit="row", leave=False, mininterval=1.0)
+            self.bar = tqdm(total=total, initial=done, desc="translate", unit="row", leave=False, mininterval=1.0,
+                            disable=None)
         self.bar.update(done - self.bar.n)
 
     def close(self) -> None:
@@ -156,12 +182,26 @@ def run_translate_file(args: argparse.Namespace) -> int:
                 summary = job.run(resume=args.resume, progress=progress)
             else:
                 summary = translate_shared(world, job, progress)
+        except JobStopped as stopped:
+            raise DataError(f"{stopped}; {how_to_go_on(job, stopped)}") from None
         finally:
             if progress is not None:
                 progress.close()
         if world.is_main:
             print(f"{args.output}: {summary.summary()}", file=sys.stderr)
     return 0
+
+
+def how_to_go_on(job: FileJob, stopped: JobStopped) -> str:
+    """What a stopped job left and what to do: --resume after a failed write; after a bad record, start again
+    (--resume would refuse the fixed input, which its job record does not name)."""
+    if stopped.resumable:
+        return "the rows written are kept: continue with --resume"
+    named = [str(path) for path in (job.output_path, record_path(job.output_path), job.attention_out) if path]
+    named += [f"the PNGs in {job.heatmaps}"] if job.heatmaps is not None else []
+    kept = f"keeps its first {stopped.kept} rows" if stopped.kept else "holds no rows yet"
+    return (f"{job.output_path} {kept}: fix the input, then delete {', '.join(named[:-1])} and {named[-1]} to start "
+            "again")
 
 
 def run_translate(args: argparse.Namespace) -> int:
@@ -179,9 +219,11 @@ def run_translate(args: argparse.Namespace) -> int:
     recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize)
     config = search_config(args, recommender.search, args.n_best)
     for chunk in input_chunks(sys.stdin, args.batch_size):
-        results = recommender.recommend([text or "" for _, text in chunk], config, args.batch_size, args.similar)
-        for (number, text), result in zip(chunk, results, strict=True):
-            if result.warning and text and text.strip():
+        results = recommend_lines(recommender, chunk, config, args.batch_size, args.similar)
+        for (number, text, fault), result in zip(chunk, results, strict=True):
+            if fault:
+                print(f"warning: stdin: line {number}: {fault}; empty recommendation written", file=sys.stderr)
+            elif result.warning and text.strip():
                 print(f"warning: stdin: line {number}: {result.warning}", file=sys.stderr)
             if args.json:
                 print(json.dumps(translation_json(result), ensure_ascii=False))
@@ -201,10 +243,13 @@ def decode_workers(args: argparse.Namespace) -> int:
 def run_evaluate(args: argparse.Namespace) -> int:
     """Under torchrun each process translates a contiguous share of the sources; rank 0 scores them all."""
     search_flags(args)
-    if args.hypotheses:
+    hypotheses = Path(args.hypotheses) if args.hypotheses is not None else None
+    if hypotheses is not None:  # before decoding, which may take hours: not after it
         reads = {"--data": args.data, "--data-target": args.data_target, "--model": args.model}
-        check_distinct({option: Path(path) for option, path in reads.items() if path}, {"--hypotheses":
-                       Path(args.hypotheses)}, None)
+        check_distinct({option: Path(path) for option, path in reads.items() if path}, {"--hypotheses": hypotheses},
+                       None)
+        if hypotheses.is_dir():
+            raise DataError(f"{hypotheses}: is a directory; --hypotheses needs a file name")
     corpus = read_corpus(args.data, args.data_target, args)
     sources = [example.source for example in corpus.examples]
     workers = decode_workers(args)
@@ -219,10 +264,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
     truncated = sum(1 for r in recommendations if r.warning and "truncated" in r.warning)
     if truncated:
         print(f"warning: {args.data}: {truncated} alerts truncated to the model's limit", file=sys.stderr)
-    if args.hypotheses:
-        make_folder(Path(args.hypotheses).parent)
-        with open_binary(Path(args.hypotheses), "wb") as file:
-            file.write("".join(r.text + "\n" for r in recommendations).encode("utf-8"))
+    if hypotheses is not None:
+        make_folder(hypotheses.parent)
+        try:
+            with open_binary(hypotheses, "wb") as file:
+                file.write("".join(r.text + "\n" for r in recommendations).encode("utf-8"))
+        except OSError as err:  # a full disk: opening is open_binary's, writing and closing are here
+            raise write_error(hypotheses, err) from None
     if args.json:
         print(json.dumps({**scores.to_json(), "beam_size": config.beam_size, "length_penalty": config.length_penalty,
                           "skipped": len(corpus.skipped),

@@ -212,7 +212,8 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
 def split_engines(engines: list[Engine], config: RulConfig) -> tuple[list[Engine], list[Engine]]:
     """Hold out ``config.validation_engines`` whole engines (seeded) for model selection."""
     if len(engines) <= config.validation_engines:
-        raise ConfigError(f"{len(engines)} engines, need more than validation_engines ({config.validation_engines})")
+        raise ConfigError(f"the training data holds {len(engines)} engines; it needs more than validation_engines "
+                          f"({config.validation_engines}) to hold some out for model selection")
     order = np.random.default_rng(config.seed).permutation(len(engines))
     held = set(order[: config.validation_engines].tolist())
     return ([e for i, e in enumerate(engines) if i not in held], [e for i, e in enumerate(engines) if i in held])

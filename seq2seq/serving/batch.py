@@ -18,7 +18,9 @@ warning for an alert over the model's limit (translated all the same), or why th
 recommendation: an empty alert, bytes that are not UTF-8, a missing or non-string JSON value. A
 row's problem never stops the job; a problem with the file (missing, no such column, a malformed
 CSV record, a TSV line with the wrong number of fields, a line that is not a JSON object) is a
-one-line ``DataError``. Blank lines are not rows, except in ``txt`` input.
+one-line ``DataError``; met part-way, or when a write fails (a full disk), a ``JobStopped`` that tells
+how many rows the output keeps and whether ``resume`` can go on. Blank lines are not rows, except in
+``txt`` input.
 
 The input is streamed in chunks of ``chunk_rows`` rows; each chunk's rows are written whole, then
 flushed and fsynced, so memory stays bounded and a killed job loses nothing already written.
@@ -34,14 +36,20 @@ import dataclasses
 import itertools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from seq2seq.config import SearchConfig
-from seq2seq.errors import ConfigError, DataError
+from seq2seq.errors import ConfigError, DataError, write_error
 from seq2seq.recommender import Recommendation, Recommender
-from seq2seq.serving.destinations import check_distinct, check_resumable, claim_new, job_record, record_path
+from seq2seq.serving.destinations import (
+    check_distinct,
+    check_resumable,
+    claim_new,
+    job_record,
+    record_path,
+)
 from seq2seq.serving.incident_log import FORMATS, Row, count_rows, format_of, open_log, read_rows
 from seq2seq.serving.output import Layout, Sinks, check_new_outputs, row_error
 
@@ -53,13 +61,30 @@ class BatchSummary:
     errors: int  # rows of this run with a non-empty error (no recommendation, or a truncated alert)
     skipped_resume: int  # rows already in the output when this run resumed it
     seconds: float
+    warned: int = 0  # of the errors, rows translated all the same (a truncated alert): a warning, not a failure
 
     def summary(self) -> str:
-        """One line, e.g. "120 rows: 118 translated, 3 with errors, 40 done before (resume); 2.5 s (48 rows/s)"."""
+        """One line, e.g. "120 rows: 118 translated (1 with a warning), 2 with errors, 40 done before (resume);
+        2.5 s (48 rows/s)"."""
+        warned = f" ({self.warned} with a warning)" if self.warned else ""
         resumed = f", {self.skipped_resume} done before (resume)" if self.skipped_resume else ""
         rate = self.rows / self.seconds if self.seconds > 0 else 0.0
-        return (f"{self.rows} rows: {self.translated} translated, {self.errors} with errors{resumed}; "
-                f"{self.seconds:.1f} s ({rate:.0f} rows/s)")
+        return (f"{self.rows} rows: {self.translated} translated{warned}, {self.errors - self.warned} with errors"
+                f"{resumed}; {self.seconds:.1f} s ({rate:.0f} rows/s)")
+
+
+class JobStopped(DataError):
+    """A job stopped after it began to write its output: by a problem with its input met part-way (a malformed
+    record) or by a write that failed (a full disk). ``kept``: the whole rows its output holds; ``resumable``:
+    whether ``resume=True`` can go on as things are (a failed write), or the input must be fixed first, which
+    ``resume`` would then refuse (the job record names the input as it was)."""
+
+    def __init__(self, message: str, kept: int, resumable: bool) -> None:
+        super().__init__(message)
+        self.kept, self.resumable = kept, resumable
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, bool]]:  # as an exception is copied: by its arguments
+        return type(self), (str(self), self.kept, self.resumable)
 
 
 def translate_file(recommender: Recommender, input_path: str | Path, output_path: str | Path,
@@ -147,24 +172,53 @@ class FileJob:
             layout = Layout(input_path, out_fmt, columns, self.search.n_best)
             if part is None:  # a split job is claimed once, for all its parts (seq2seq.serving.sharding)
                 self.claim(resume)
-            with Sinks(output_path, layout, self.attention_out, self.heatmaps, resume, part is not None,
-                        header) as sinks:
-                skipped = sum(1 for _ in itertools.islice(rows, sinks.done))
-                if skipped < sinks.done:
-                    raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only {skipped}; "
-                                    "it is not this input's output")
-                done, translated, errors = skipped, 0, 0
+            try:
+                with Sinks(output_path, layout, self.attention_out, self.heatmaps, resume, part is not None,
+                           header) as sinks:
+                    skipped = sum(1 for _ in itertools.islice(rows, sinks.done))
+                    if skipped < sinks.done:
+                        raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only "
+                                        f"{skipped}; it is not this input's output")
+                    done, translated, errors, warned = self._translate_rows(rows, sinks, skipped, total, progress,
+                                                                            part is None)
+            except OSError as err:  # writing the header
+                raise _stopped(_unwritten(err, output_path), 0, True, part is None) from None
+        return BatchSummary(done - skipped, translated, errors, skipped, time.monotonic() - started, warned)
+
+    def _translate_rows(self, rows: Iterator[Row], sinks: Sinks, done: int, total: int | None,
+                        progress: Callable[[int, int | None], None] | None, whole: bool) -> tuple[int, int, int, int]:
+        """Rows done (``done`` before), translated, with an error and, of those, translated all the same.
+
+        A bad record or a failed write on the way is a JobStopped (``whole``: the job is not part of a split
+        one, whose layer ends every process alike)."""
+        translated = errors = warned = 0
+        if progress:
+            progress(done, total)
+        try:
+            while chunk := list(itertools.islice(rows, self.chunk_rows)):
+                results = _recommend(self.recommender, chunk, self.search, self.batch_size)
+                sinks.write(chunk, results)
+                done += len(chunk)
+                translated += sum(1 for result in results if result and result.candidates)
+                failed = [result for row, result in zip(chunk, results, strict=True) if row_error(row, result)]
+                errors += len(failed)
+                warned += sum(1 for result in failed if result and result.candidates)
                 if progress:
                     progress(done, total)
-                while chunk := list(itertools.islice(rows, self.chunk_rows)):
-                    results = _recommend(self.recommender, chunk, self.search, self.batch_size)
-                    sinks.write(chunk, results)
-                    done += len(chunk)
-                    translated += sum(1 for result in results if result and result.candidates)
-                    errors += sum(1 for row, result in zip(chunk, results, strict=True) if row_error(row, result))
-                    if progress:
-                        progress(done, total)
-        return BatchSummary(done - skipped, translated, errors, skipped, time.monotonic() - started)
+        except OSError as err:  # a full disk
+            raise _stopped(_unwritten(err, self.output_path), done, True, whole) from None
+        except DataError as err:
+            raise _stopped(str(err), done, False, whole) from None
+        return done, translated, errors, warned
+
+
+def _stopped(message: str, kept: int, resumable: bool, whole: bool) -> DataError:
+    return JobStopped(message, kept, resumable) if whole else DataError(message)
+
+
+def _unwritten(err: OSError, output: Path) -> str:
+    """The words for a failed write; ``Sinks`` names the file, a write to an open file does not."""
+    return str(write_error(Path(err.filename) if err.filename else output, err))
 
 
 def _recommend(recommender: Recommender, chunk: list[Row], search: SearchConfig,

@@ -16,6 +16,7 @@ job ends, so resuming a finished job is a no-op.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 
 from seq2seq.errors import DataError, shown
+from seq2seq.files import make_folder
 from seq2seq.recommender import Recommender
 
 RECORD_VERSION = 1
@@ -118,15 +120,22 @@ def _hash_model(recommender: Recommender) -> str:
 
 
 def claim_new(output: Path, record: dict[str, Any]) -> None:
-    """Write ``record`` beside ``output`` for a job starting afresh (atomically: a kill leaves the old or the new)."""
+    """Write ``record`` beside ``output`` for a job starting afresh (atomically: a kill leaves the old or the new),
+    creating the folder they go in, as the companions' folders are."""
     path = record_path(output)
     partial = path.with_name(path.name + ".partial")
-    with partial.open("w", encoding="utf-8") as file:
-        json.dump(record, file, indent=1)
-        file.write("\n")
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(partial, path)
+    make_folder(output.parent)
+    try:
+        with partial.open("w", encoding="utf-8") as file:
+            json.dump(record, file, indent=1)
+            file.write("\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(partial, path)
+    except OSError as err:  # a full disk, a name too long for the file system once ".job.json" is added
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise DataError(f"{output}: cannot write its job record {path.name} ({err.strerror or err})") from None
 
 
 def check_resumable(output: Path, record: dict[str, Any]) -> None:

@@ -54,6 +54,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+COLUMNS: dict[str, tuple[type, ...]] = {  # as records() reads them, with the types each may hold
+    "id": (int,), "time": (str,), "alert": (str,), "recommendation": (str,), "verdict": (str,),
+    "correction": (str,), "technician": (str,), "translator": (str, type(None)),
+    "score": (float, int, type(None)), "trust": (float, int, type(None)), "trust_verdict": (str, type(None))}
+SQLITE_TYPES = {bytes: "a BLOB", str: "text", int: "an integer", float: "a real number", type(None): "NULL"}
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,8 @@ class FeedbackStore:
             raise DataError(f"{path}: feedback database not found" if not self.path.exists() else f"{path}: not a file")
         if self.path.is_dir():
             raise DataError(f"{path}: is a directory, not a feedback database")
+        if not create and self.path.stat().st_size == 0:  # SQLite would take it for a new database and write to it
+            raise DataError(f"{path}: empty file, not a feedback database")
         self._lock = threading.Lock()  # one connection shared by the app's worker threads
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -201,11 +208,16 @@ class FeedbackStore:
             return cursor.lastrowid
 
     def records(self) -> list[Record]:
-        """Every record, oldest first."""
+        """Every record, oldest first; DataError for a value of the wrong type, which only another program
+        can have written (SQLite keeps any type in any column)."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT id, time, alert, recommendation, verdict, correction, technician, translator, score, trust,"
-                " trust_verdict FROM feedback ORDER BY id").fetchall()
+            rows = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM feedback ORDER BY id").fetchall()
+        for row in rows:
+            for name, value in zip(COLUMNS, row, strict=True):
+                if not isinstance(value, COLUMNS[name]) or isinstance(value, bool):
+                    what = "text" if str in COLUMNS[name] else "a number"
+                    found = SQLITE_TYPES.get(type(value), type(value).__name__)
+                    raise DataError(f"{self.path}: record {shown(str(row[0]))}: {name} is not {what} (found {found})")
         return [Record(row[0], row[1], Feedback(*row[2:7]), Shown(*row[7:])) for row in rows]
 
     def stats(self) -> dict[str, int | str | None]:

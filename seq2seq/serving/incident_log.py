@@ -29,6 +29,7 @@ from seq2seq.files import (
     decode_line,
     field_count_error,
     json_objects,
+    line_pieces,
     open_binary,
     split_tsv,
     string_value,
@@ -87,22 +88,27 @@ def count_rows(file: BinaryIO, fmt: str) -> int:
         starts_record = not quoted
         if fmt == "csv":
             quoted ^= raw.count(b'"') % 2 == 1
-        count += starts_record and (fmt == "txt" or bool(raw.strip()))
+        count += len(line_pieces(raw)) if fmt == "txt" else starts_record and bool(raw.strip())
     file.seek(0)
     return max(0, count - (fmt in ("csv", "tsv")))
 
 
 def _lines(file: BinaryIO, fmt: str, bad: dict[int, str]) -> Iterator[str]:
-    """Lines with their endings; a line that is not UTF-8 keeps its bytes (``files.decode_line``), one too
-    long becomes its placeholder, and ``bad[line]`` says what is wrong."""
-    for number, raw in enumerate(bounded_lines(file), 1):
+    """Lines with their endings (TXT: without, a lone CR ending one as on stdin: ``files.line_pieces``); a line
+    that is not UTF-8 keeps its bytes (``files.decode_line``), one too long becomes its placeholder, and
+    ``bad[line]`` says what is wrong."""
+    number = 0
+    for raw in bounded_lines(file):
         if isinstance(raw, LongLine):
-            bad[number] = raw.fault()
+            bad[number + 1] = raw.fault()
             raw = _placeholder(raw, fmt)
-        text, fault = decode_line(raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw)
-        if fault:
-            bad[number] = fault
-        yield text
+        raw = raw.removeprefix(codecs.BOM_UTF8) if number == 0 else raw
+        for piece in line_pieces(raw) if fmt == "txt" else [raw]:
+            number += 1
+            text, fault = decode_line(piece)
+            if fault:
+                bad[number] = fault
+            yield text
 
 
 def _bad_bytes(bad: dict[int, str], start: int, end: int) -> str:
@@ -191,6 +197,6 @@ def read_columns(path: Path) -> list[str]:
                 return split_tsv(next(handle, ""))
             if fmt == "csv":
                 return next(csv.reader(handle), [])
-    except (OSError, UnicodeDecodeError, ValueError, csv.Error, AttributeError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, csv.Error, AttributeError):
         pass
     return []

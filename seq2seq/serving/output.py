@@ -7,6 +7,7 @@ Every added field follows ``seq2seq.serving.batch``'s module docstring; TSV outp
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import itertools
@@ -17,6 +18,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from tqdm import tqdm
 
 from seq2seq.errors import DataError
 from seq2seq.files import BYTES_KEPT, open_binary, split_tsv
@@ -89,8 +92,8 @@ class Layout:
 
     def _txt_line(self, row: Row, result: Recommendation | None) -> str:
         error = row_error(row, result)
-        if error:
-            print(f"warning: {self.input_path}: line {row.line}: {error}", file=sys.stderr)
+        if error:  # above a progress bar on stderr, never after its text on the same line
+            tqdm.write(f"warning: {self.input_path}: line {row.line}: {error}", file=sys.stderr)
         candidates = result.candidates if result else []
         if self.n_best == 1:
             return _one_line(candidates[0].text if candidates else "") + "\n"
@@ -138,21 +141,28 @@ class Sinks:
             self.attention = None
         self.output = _append_at(output, end)
         if end == 0:
-            _append(self.output, header)
+            with _naming(output):
+                _append(self.output, header)
         if self.heatmaps:
             self.heatmaps.mkdir(parents=True, exist_ok=True)
 
     def write(self, rows: list[Row], results: list[Recommendation | None]) -> None:
-        """Heatmaps, then attention lines, then output rows, so the output never runs ahead of the others."""
+        """Heatmaps, then attention lines, then output rows, so the output never runs ahead of the others.
+
+        An OSError (a full disk) names the file it happened on, which a write to an open file does not."""
         text = self.layout.rows_text(rows, results)  # first: a DataError here leaves every file as it was
         if self.heatmaps:
             for row, result in zip(rows, results, strict=True):
                 if result and result.candidates:
-                    _save_heatmap(self.heatmaps / f"row_{row.number:06d}.png", result)
+                    path = self.heatmaps / f"row_{row.number:06d}.png"
+                    with _naming(path):
+                        _save_heatmap(path, result)
         if self.attention:
-            _append(self.attention, "".join(_attention_line(row, result)
-                                            for row, result in zip(rows, results, strict=True)))
-        _append(self.output, text)
+            with _naming(Path(self.attention.name)):
+                _append(self.attention, "".join(_attention_line(row, result)
+                                                for row, result in zip(rows, results, strict=True)))
+        with _naming(Path(self.output.name)):
+            _append(self.output, text)
 
     def __enter__(self) -> Sinks:
         return self
@@ -161,6 +171,17 @@ class Sinks:
         for file in (self.attention, self.output):
             if file is not None:
                 file.close()
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Inside the block, an OSError that names no file is raised again naming ``path``."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err
 
 
 def check_new_outputs(output: Path, attention: Path | None, heatmaps: Path | None) -> None:
