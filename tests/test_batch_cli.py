@@ -43,7 +43,8 @@ def test_cli_workers_of_one_core_each_write_the_rows_of_one_worker(tmp_path, tmp
 @pytest.mark.parametrize(("options", "words"), [
     (["--column", "nope"], ["no column 'nope'", "columns found: id, source, note"]),
     (["--resume", "--output", "/dev/null/x.csv", "--input", "missing.csv"], ["missing.csv: file not found"]),
-    (["--workers", "-1"], ["--workers must be 0 (one per core) or more, got -1"]),
+    (["--workers", "-1"], ["--workers must be in [0, 256] (0: one per core), got -1"]),
+    (["--workers", "100000"], ["--workers must be in [0, 256] (0: one per core), got 100000"]),
 ])
 def test_cli_unusable_input_is_one_error_line_with_exit_status_2(tmp_path, tmp_path_factory, options, words):
     model = trained(tmp_path_factory.getbasetemp()).best

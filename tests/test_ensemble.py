@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from support import assert_one_line_error, file_states, run_cli, trained
@@ -47,8 +49,11 @@ def test_averaging_gives_the_mean_of_the_inputs_weights(runs, tmp_path):
 @pytest.mark.parametrize("search", SEARCHES, ids=["greedy", "beam3"])
 def test_an_ensemble_of_one_model_or_of_copies_of_it_answers_as_that_model(runs, tmp_path, search):
     alone = Recommender.from_checkpoint(runs[0]).recommend(ALERTS, search)
-    for copies in (1, 3):
-        path = combine("ensemble", tmp_path / f"ens{copies}.pt", *[runs[0]] * copies)
+    copies = [tmp_path / f"copy{k}.pt" for k in range(3)]  # files of their own: one file twice is refused
+    for copy in copies:
+        shutil.copyfile(runs[0], copy)
+    for count in (1, 3):
+        path = combine("ensemble", tmp_path / f"ens{count}.pt", *copies[:count])
         together = Recommender.from_checkpoint(path).recommend(ALERTS, search)
         for a, b in zip(together, alone, strict=True):
             assert [c.text for c in a.candidates] == [c.text for c in b.candidates]

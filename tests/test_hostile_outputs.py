@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import pickle
+import shutil
 
 import pytest
 from support import assert_one_line_error, file_states, run_cli, trained
@@ -296,10 +297,22 @@ def test_a_combined_checkpoint_never_replaces_a_file_or_folder_without_overwrite
     notes, folder = tmp_path / "notes.txt", tmp_path / "folder"
     notes.write_text("precious notes\n", encoding="utf-8")
     folder.mkdir()
-    combine = ("--inputs", str(model), str(model), "--output")
+    twin = tmp_path / "twin.pt"  # another file: the same file twice is refused (below)
+    shutil.copyfile(model, twin)
+    combine = ("--inputs", str(model), str(twin), "--output")
     assert_one_line_error(run_cli(command, *combine, str(folder)), f"{folder}: is a directory; --output needs a file")
     assert_one_line_error(run_cli(command, *combine, str(notes)),
                           f"{notes}: already exists; pass --overwrite to replace it")
     assert notes.read_text(encoding="utf-8") == "precious notes\n" and list(folder.iterdir()) == []
     assert run_cli(command, *combine, str(notes), "--overwrite").status == 0
     assert Recommender.from_checkpoint(notes).translate(["belt worn"])
+
+
+@pytest.mark.parametrize("command", ["average", "ensemble"])
+def test_one_checkpoint_given_twice_is_not_an_ensemble_of_two(model, tmp_path, command):
+    output = tmp_path / "out.pt"
+    again = tmp_path / ".." / tmp_path.name / ".." / tmp_path.name  # another spelling of the same folder
+    shutil.copyfile(model, tmp_path / "m.pt")
+    result = run_cli(command, "--inputs", str(tmp_path / "m.pt"), str(again / "m.pt"), "--output", str(output))
+    assert_one_line_error(result, f"--inputs: {again / 'm.pt'} is given twice; each checkpoint counts once")
+    assert not output.exists()

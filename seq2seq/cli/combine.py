@@ -41,6 +41,10 @@ def run_combine(args: argparse.Namespace) -> int:
     if not 1 <= len(args.inputs) <= MAX_INPUTS:
         raise ConfigError(f"--inputs: 1 to {MAX_INPUTS} checkpoints, got {len(args.inputs)}")
     output = Path(args.output)
+    twice = next((path for i, path in enumerate(args.inputs) if Path(path).resolve() in
+                  {Path(other).resolve() for other in args.inputs[:i]}), None)
+    if twice is not None:  # one model counted twice would pass for an ensemble of two
+        raise ConfigError(f"--inputs: {twice} is given twice; each checkpoint counts once")
     reads = {f"--inputs {path}": Path(path) for path in args.inputs}
     check_distinct({**reads, **({"--dev": Path(args.dev)} if args.dev else {})}, {"--output": output}, None)
     check_output(output, args.overwrite)

@@ -15,11 +15,13 @@ import torch
 
 from seq2seq.errors import ConfigError
 
+MAX_WORKERS = 256  # decoding threads, each with a batch in memory: far beyond the cores of any one machine
+
 
 def worker_count(requested: int, device: torch.device) -> int:
     """``requested`` decoding workers; 0 = one per intra-op thread on a CPU, one on other devices."""
-    if requested < 0:
-        raise ConfigError(f"--workers must be 0 (one per core) or more, got {requested}")
+    if not 0 <= requested <= MAX_WORKERS:
+        raise ConfigError(f"--workers must be in [0, {MAX_WORKERS}] (0: one per core), got {requested}")
     if device.type != "cpu":
         return requested or 1
     return requested or torch.get_num_threads()
