@@ -144,15 +144,18 @@ def test_the_direct_route_answers_what_recommend_answers_and_refuses_in_one_line
             refusals = [http.post(f"{url}api/recommend", json=body) for body in
                         ({"data": [""]}, {"data": ["pump", "nope"]}, {"data": "pump"}, {"alerts": ["pump"]})]
             not_json = http.post(f"{url}api/recommend", content=b"\xff\xfe")
+            nested = http.post(f"{url}api/recommend", content=b'{"data": [' + b"[" * 5000 + b"]" * 5000 + b"]}")
+            surrogate = http.post(f"{url}api/recommend", content=b'{"data": ["belt worn\\negt \\ud800 high"]}')
             wrong_method = http.get(f"{url}api/recommend")
     finally:
         demo.close()
         demo.handlers.close()
     assert direct.status_code == 200 and kind == "complete" and direct.json() == queued[0]
     assert shortest.status_code == 200 and shortest.json()["translator"] == "tiny"
-    for answer in [*refusals, not_json]:
+    for answer in [*refusals, not_json, nested, surrogate]:
         assert answer.status_code == 400
         assert answer.json()["error"] and "\n" not in answer.json()["error"]
+    assert "Alert 2 is not valid Unicode (a lone surrogate at character 5)" in surrogate.json()["error"]
     assert "Type at least one alert" in refusals[0].json()["error"]
     assert "Unknown translator" in refusals[1].json()["error"]
     assert wrong_method.status_code == 405

@@ -95,6 +95,37 @@ def test_a_failed_pass_reaches_each_caller_of_its_group_and_the_batcher_keeps_se
         batcher.recommend(["pump vibration high"])
 
 
+def test_a_request_the_model_cannot_take_fails_alone_and_its_group_gets_its_answers(recommender):
+    """A lone surrogate (a JSON "\\ud800" sent to the batcher directly) makes the tokenizer raise; the callers
+    decoded in the same pass still get their one-by-one answers."""
+    good = [(["pump vibration high"], SearchConfig(), 3), (["belt worn", "valve stuck closed"], SearchConfig(), 3)]
+    poison = (["egt \ud800 high"], SearchConfig(), 3)
+    with pytest.raises(RuntimeError):  # what SentencePiece raises, unchanged
+        recommender.recommend(*poison[:2])
+    counting = CountingRecommender(recommender)
+    batcher = MicroBatcher(counting, max_wait_s=0.2)
+
+    calls = [*good * 2, poison, *good * 2]
+    start = threading.Barrier(len(calls))
+
+    def call(args):
+        start.wait()
+        try:
+            return batcher.recommend(*args)
+        except RuntimeError as err:
+            return err
+
+    try:
+        with ThreadPoolExecutor(len(calls)) as pool:
+            answers = list(pool.map(call, calls))
+    finally:
+        batcher.close()
+    assert isinstance(answers[len(good) * 2], RuntimeError)
+    for (alerts, config, similar), got in zip(good * 4, answers[:4] + answers[5:], strict=True):
+        assert_same(got, recommender.recommend(alerts, config, similar=similar))
+    assert batcher.waiting == 0
+
+
 def test_a_batch_never_holds_more_alerts_than_its_bound_unless_one_request_does(recommender):
     sizes = []
 

@@ -31,6 +31,7 @@ N_SENSORS = len(SENSORS)  # 21
 N_COLUMNS = 2 + N_SETTINGS + N_SENSORS  # 26
 # The RUL model computes in float32: a reading beyond its range cannot be held, only turned into inf.
 MAX_MAGNITUDE = float(np.finfo(np.float32).max)
+MAX_ID = 2**31 - 1  # a unit or cycle number: far beyond any fleet or life, and exact as a float
 _LAYOUT = f"{N_COLUMNS} space-separated columns: unit, cycle, {N_SETTINGS} settings, {N_SENSORS} sensors"
 
 
@@ -168,6 +169,9 @@ def _parse_row(fields: list[str], where: str) -> list[float]:
     for i in (1, 2):
         if row[i - 1] < 1 or not row[i - 1].is_integer():
             raise DataError(f"{where}, column {i} ({column_name(i)}): not a positive whole number: {fields[i - 1]!r}")
+        if row[i - 1] > MAX_ID:  # beyond it a float no longer holds the number the file wrote
+            raise DataError(f"{where}, column {i} ({column_name(i)}): {fields[i - 1].strip()[:40]!r} is too large "
+                            f"(at most {MAX_ID})")
     return row
 
 

@@ -148,18 +148,7 @@ class MicroBatcher:
         return batch, False
 
     def _decode(self, requests: list[_Request], config: SearchConfig) -> None:
-        try:
-            answers = self.recommender.recommend([a for r in requests for a in r.alerts], config, self.max_batch,
-                                                 similar=max(r.similar for r in requests))
-        except BaseException as err:  # handed to every caller of the group, raised there
-            for request in requests:
-                request.error = err
-        else:
-            start = 0
-            for request in requests:
-                mine = answers[start: start + len(request.alerts)]
-                request.answer = [replace(r, similar=r.similar[:request.similar]) for r in mine]
-                start += len(request.alerts)
+        self._settle(requests, config)
         with self._lock:
             self._waiting -= len(requests)
             self._answered.append((time.monotonic(), len(requests)))
@@ -167,6 +156,30 @@ class MicroBatcher:
             request.done.set()
             if request.on_done is not None:
                 request.on_done()
+
+
+    def _settle(self, requests: list[_Request], config: SearchConfig) -> None:
+        """Give each request its answer or its error. A group that fails is decoded again one request at a time,
+        so that one caller's fault (an alert the tokenizer cannot take) fails that caller alone."""
+        try:
+            answers = self.recommender.recommend([a for r in requests for a in r.alerts], config, self.max_batch,
+                                                 similar=max(r.similar for r in requests))
+        except Exception as err:
+            if len(requests) == 1:
+                requests[0].error = err  # raised in its caller
+            else:
+                for request in requests:
+                    self._settle([request], config)
+            return
+        except BaseException as err:  # an interrupt: every caller hears of it
+            for request in requests:
+                request.error = err
+            return
+        start = 0
+        for request in requests:
+            mine = answers[start: start + len(request.alerts)]
+            request.answer = [replace(r, similar=r.similar[:request.similar]) for r in mine]
+            start += len(request.alerts)
 
 
 def _answer(request: _Request) -> list[Recommendation]:

@@ -23,6 +23,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from seq2seq.jsontext import parse_json
+
 Scope, Message = dict[str, Any], dict[str, Any]
 Receive, Send = Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]
 HEALTH_PATH, RECOMMEND_PATH = "/health", "/api/recommend"
@@ -61,7 +63,7 @@ class ServiceGate:
             await _respond(send, 413, {"error": f"body over {MAX_BODY:,} bytes"})
             return
         try:
-            inputs = json.loads(body)["data"]
+            inputs = parse_json(body.decode("utf-8"), dict)["data"]  # a JsonFault for nesting too deep, not a 500
         except (ValueError, TypeError, KeyError):
             await _respond(send, 400, {"error": 'send JSON: {"data": [alerts, translator, beam size, n-best]}'})
             return

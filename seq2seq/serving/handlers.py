@@ -148,6 +148,12 @@ class Handlers:
         if len(alerts) > MAX_ALERTS or len(text) > MAX_CHARS:
             raise refusal(f"Too much input: at most {MAX_ALERTS} alerts and {MAX_CHARS:,} characters per "
                            "request; the Batch tab translates whole files.")
+        for i, alert in enumerate(alerts, 1):
+            try:
+                alert.encode("utf-8")
+            except UnicodeEncodeError as err:  # a JSON "\ud800": no text the tokenizer can take
+                raise refusal(f"Alert {i} is not valid Unicode (a lone surrogate at character {err.start + 1}).") \
+                    from None
         recommender = self.translator(translator)
         search = self.search(recommender, beam_size, n_best, warn)
         with user_errors():
