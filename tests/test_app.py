@@ -3,7 +3,9 @@ with the tiny translator and the tiny RUL model of ``tiny_runs``; its smoke-test
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -278,13 +280,42 @@ def test_batch_results_live_in_the_apps_temporary_folder_until_they_age_or_it_cl
     log = tmp_path / "log.txt"
     log.write_text("pump vibration high\n", encoding="utf-8")
     upload = {"path": str(log), "meta": {"_type": "gradio.FileData"}}  # as Gradio hands an upload on
-    first, _ = handlers.translate_upload(upload, None, "tiny", 1, progress=lambda *args, **kwargs: None)
+    first, _ = asyncio.run(handlers.translate_upload(upload, None, "tiny", 1, progress=lambda *args, **kwargs: None))
     assert Path(first).is_file() and Path(first).is_relative_to(handlers.work_dir)
     os.utime(Path(first).parent, (0, 0))  # as if written long ago
-    second, _ = handlers.translate_upload(upload, None, "tiny", 1, progress=lambda *args, **kwargs: None)
+    second, _ = asyncio.run(handlers.translate_upload(upload, None, "tiny", 1, progress=lambda *args, **kwargs: None))
     assert Path(second).is_file() and not Path(first).exists()
     handlers.close()
     assert not handlers.work_dir.exists()
+
+
+def test_a_cancelled_batch_job_stops_after_the_chunk_it_is_on(tiny, tmp_path):
+    """A client that cancels /translate_file (or leaves) frees the model's slot; the job's thread must stop too,
+    rather than translate the rest of the file for nobody beside the next job."""
+    translator, _ = tiny
+    handlers = Handlers({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
+    log = tmp_path / "log.txt"
+    log.write_text("pump vibration high\n" * 20_000, encoding="utf-8")
+    upload = {"path": str(log), "meta": {"_type": "gradio.FileData"}}
+    reports, threads = [], threading.active_count()
+
+    async def cancel_after_first_chunk():
+        job = asyncio.create_task(handlers.translate_upload(upload, None, "tiny", 1,
+                                                            progress=lambda *args, **kwargs: reports.append(args)))
+        while len(reports) < 2:  # "starting", then the first chunk
+            await asyncio.sleep(0.01)
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+
+    try:
+        asyncio.run(cancel_after_first_chunk())  # waits for the job's thread too, as its default executor closes
+        written = next(handlers.work_dir.rglob("*.recommendations.csv"))
+        rows = written.read_text(encoding="utf-8").count("\n") - 1
+        assert 0 < rows <= 256 * 2 < 20_000  # the chunk it was on at most, not the file
+        assert threading.active_count() <= threads
+    finally:
+        handlers.close()
 
 
 @pytest.mark.slow

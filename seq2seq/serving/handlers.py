@@ -7,8 +7,10 @@ with a one-line message (``user_errors``), never as a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -48,6 +50,10 @@ def plot_updates(figures: list[Figure], slots: int, labels: list[str] | None = N
         updates.append(gr.Plot(value=figures[k] if k < len(figures) else None,
                                visible=k == 0 or k < len(figures), **label))
     return updates
+
+
+class JobCancelled(Exception):
+    """Ends a file job whose event was cancelled, in its thread, where nobody is waiting for it any more."""
 
 
 class Handlers:
@@ -226,9 +232,12 @@ class Handlers:
         columns = read_columns(Path(upload)) if upload else []
         return gr.Dropdown(choices=columns, value=None)
 
-    def translate_upload(self, payload: Any, column: Any = None, translator: str | None = None,
-                         beam_size: float | None = None,
-                         progress=gr.Progress()):  # noqa: B008 (Gradio finds the tracker by this default)
+    async def translate_upload(self, payload: Any, column: Any = None, translator: str | None = None,
+                               beam_size: float | None = None,
+                               progress=gr.Progress()):  # noqa: B008 (Gradio finds the tracker by this default)
+        """/translate_file: the job runs in a thread; when its event is cancelled (the client cancels or leaves),
+        the thread stops after the chunk of rows it is on, rather than translating the rest for nobody beside
+        the next job in the slot."""
         upload = uploaded(payload, "The incident log")
         if not upload:
             raise refusal("Upload an incident log first (CSV, TSV, JSONL or TXT).")
@@ -241,10 +250,21 @@ class Handlers:
         output = self._new_output_dir() / f"{source.stem}.recommendations" \
             f"{'.csv' if is_text else source.suffix.lower()}"
         progress(0, desc="starting")
+        cancelled = threading.Event()
+
+        def report(done: int, total: int | None) -> None:  # in the job's thread, after each chunk
+            if cancelled.is_set():
+                raise JobCancelled(f"{source.name}: cancelled after {done} rows")
+            progress((done, total), desc="rows", unit="rows")
+
         with user_errors(upload):
-            summary = translate_file(recommender, source, output, column=None if is_text else column or None,
-                                     search=search, chunk_rows=256,
-                                     progress=lambda done, total: progress((done, total), desc="rows", unit="rows"))
+            try:
+                summary = await asyncio.to_thread(translate_file, recommender, source, output,
+                                                  column=None if is_text else column or None, search=search,
+                                                  chunk_rows=256, progress=report)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
         return str(output), summary
 
     # -- feedback ---------------------------------------------------------------------------------
