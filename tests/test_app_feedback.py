@@ -4,6 +4,7 @@ crash test of scripts/feedback_crash_test.py (SIGKILL while posts are in flight)
 from __future__ import annotations
 
 import os
+import threading
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -107,9 +108,16 @@ def test_bad_feedback_is_a_readable_one_line_error_and_stores_nothing(served, fi
 
 def test_concurrent_posts_over_http_lose_nothing(served):
     client, store, _ = served
+    own = threading.local()  # a client per thread, as each technician has a browser: one gradio_client shared by
+    # threads once lost an answer in its own stream (concurrent.futures.CancelledError), the app none
+
+    def post(n: int) -> int:
+        if not hasattr(own, "client"):
+            own.client = Client(client.src, verbose=False, analytics_enabled=False)
+        return int(own.client.predict(f"concurrent {n}", "inspect", "wrong", api_name="/feedback"))
+
     with ThreadPoolExecutor(12) as pool:
-        ids = list(pool.map(lambda n: int(client.predict(f"concurrent {n}", "inspect", "wrong", api_name="/feedback")),
-                            range(60)))
+        ids = list(pool.map(post, range(60)))
     assert len(set(ids)) == 60
     alerts = {r.id: r.feedback.alert for r in store.records()}
     assert [alerts[i] for i in ids] == [f"concurrent {n}" for n in range(60)]
