@@ -8,8 +8,9 @@ import json
 import pytest
 
 from seq2seq.serving.gate import ServiceGate
+from seq2seq.serving.handlers import retry_after
 
-STATUS = {"status": "ok", "models_loaded": True, "queue": 7, "retry_after_s": 3.4}
+STATUS = {"status": "ok", "models_loaded": True, "queue": 5, "decoding": 2, "retry_after_s": 3.4}
 
 
 async def gradio_like(scope, receive, send):
@@ -61,3 +62,12 @@ def test_a_full_queue_is_answered_busy_with_when_to_try_again():
 def test_everything_else_passes_through_unchanged(path, method):
     code, _, body = request(path, method)
     assert (code, body) == (200, b'{"event_id":"abc"}')
+
+
+@pytest.mark.parametrize(("in_flight", "rate", "seconds"), [
+    (0, 0.0, 1),  # idle: come back at once
+    (40, 20.0, 2), (1, 50.0, 1),  # draining: the time it takes
+    (128, 0.0, 10),  # none answered lately while some decode: slow passes, a whole rate window
+])
+def test_retry_after_is_the_time_to_drain_and_never_invites_a_storm_while_passes_are_slow(in_flight, rate, seconds):
+    assert retry_after(in_flight, rate) == seconds

@@ -99,8 +99,9 @@ class _BusyAnswer:
 
 async def _busy(send: Send, state: dict) -> None:
     seconds = max(1, int(state.get("retry_after_s", 1)))
-    await _respond(send, 503, {"detail": f"busy: {state.get('queue', 0)} requests are waiting; try again in "
-                                         f"{seconds} s"}, {"retry-after": str(seconds)})
+    waiting = state.get("queue", 0) + state.get("decoding", 0)  # queued for a slot, or for a decoder pass
+    await _respond(send, 503, {"detail": f"busy: {waiting} requests are waiting; try again in {seconds} s"},
+                   {"retry-after": str(seconds)})
 
 
 async def _body(receive: Receive) -> bytes | None:
