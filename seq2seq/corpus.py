@@ -82,9 +82,9 @@ def read_parallel(
     if target_path is not None and suffix in (".tsv", ".csv", ".jsonl"):  # else each row is read as one source
         raise DataError(f"{path}: a {suffix} file holds its own targets (in a column or key); "
                         f"the target file {target_path} goes only with a plain-text source file")
-    if target_path is None and suffix in (".tsv", ".csv"):
+    if suffix in (".tsv", ".csv"):
         records = _read_table(path, suffix == ".tsv", source_column, target_column)
-    elif target_path is None and suffix == ".jsonl":
+    elif suffix == ".jsonl":
         records = _read_jsonl(path, source_column, target_column)
     else:
         if target_path is None:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from seq2seq.serving.batcher import retry_after
 from seq2seq.serving.gate import ServiceGate
-from seq2seq.serving.handlers import retry_after
 
 STATUS = {"status": "ok", "models_loaded": True, "queue": 5, "decoding": 2, "retry_after_s": 3.4}
 

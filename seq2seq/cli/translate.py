@@ -15,12 +15,21 @@ from typing import TextIO
 from tqdm import tqdm
 
 from seq2seq.cli.common import path_flag, read_corpus, whole_number
-from seq2seq.config import MAX_BEAM_SIZE, SearchConfig, resolve_device
+from seq2seq.config import DEVICES, MAX_BEAM_SIZE, SearchConfig, resolve_device
 from seq2seq.distributed import launched_size, process_group
 from seq2seq.errors import ConfigError, DataError, write_error
 from seq2seq.evaluate import score_recommendations, selective_scores
 from seq2seq.fast.threads import one_core_workers, worker_count
-from seq2seq.files import BYTES_KEPT, LongLine, bounded_lines, check_text, decode_line, make_folder, open_binary
+from seq2seq.files import (
+    BYTES_KEPT,
+    LongLine,
+    bounded_lines,
+    check_text,
+    decode_line,
+    line_pieces,
+    make_folder,
+    open_binary,
+)
 from seq2seq.recommender import SIMILAR, Recommendation, Recommender
 from seq2seq.serving.batch import FileJob, JobStopped
 from seq2seq.serving.destinations import check_distinct, record_path
@@ -41,7 +50,7 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--length-penalty", type=float, help="default: the model's, else 1.0")
     p.add_argument("--max-length-ratio", type=float, help="default: the model's, else 3.0")
     p.add_argument("--batch-size", type=whole_number(1, MAX_BATCH_SIZE), default=64, help="sentences decoded together")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
+    p.add_argument("--device", choices=DEVICES, default="cpu")
     p.add_argument("--quantize", action="store_true",
                    help="int8 weights for the linear and GRU layers: faster on a CPU, BLEU moves a little "
                         "(docs/benchmarks.md)")
@@ -118,7 +127,7 @@ def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str, str
         if number == 0 and not isinstance(raw, LongLine):
             check_text(Path("stdin"), raw)
             raw = raw.removeprefix(codecs.BOM_UTF8)  # as a file's: a mark, not part of the first alert
-        for part in [raw] if isinstance(raw, LongLine) else raw.removesuffix(b"\n").removesuffix(b"\r").split(b"\r"):
+        for part in [raw] if isinstance(raw, LongLine) else line_pieces(raw):
             number += 1
             chunk.append((number, *(("", part.fault()) if isinstance(part, LongLine) else decode_line(part))))
             if len(chunk) >= size:

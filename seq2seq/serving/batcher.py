@@ -182,6 +182,14 @@ class MicroBatcher:
             start += len(request.alerts)
 
 
+def retry_after(in_flight: int, rate: float) -> int:
+    """Seconds until ``in_flight`` requests drain at ``rate`` per second. When none was answered lately while
+    some are in flight, passes are slow (heavy searches): a whole rate window, not a prompt retry storm."""
+    if rate > 0:
+        return max(1, round(in_flight / rate))
+    return round(RATE_WINDOW_S) if in_flight else 1
+
+
 def _answer(request: _Request) -> list[Recommendation]:
     if request.error is not None:
         raise request.error

@@ -26,7 +26,7 @@ from seq2seq.rul.alerts import MAX_ALERTS as ENGINE_ALERTS
 from seq2seq.rul.cmapss import Engine, read_cmapss
 from seq2seq.rul.monitor import EngineMonitor, EngineReport
 from seq2seq.serving.batch import translate_file
-from seq2seq.serving.batcher import RATE_WINDOW_S, MicroBatcher
+from seq2seq.serving.batcher import MicroBatcher, retry_after
 from seq2seq.serving.decoder_process import DecoderProcess
 from seq2seq.serving.destinations import model_digest
 from seq2seq.serving.feedback import Feedback, FeedbackStore, ShownRecommendations
@@ -50,14 +50,6 @@ def plot_updates(figures: list[Figure], slots: int, labels: list[str] | None = N
         updates.append(gr.Plot(value=figures[k] if k < len(figures) else None,
                                visible=k == 0 or k < len(figures), **label))
     return updates
-
-
-def retry_after(in_flight: int, rate: float) -> int:
-    """Seconds until ``in_flight`` requests drain at ``rate`` per second. When none was answered lately while
-    some are in flight, passes are slow (heavy searches): a whole rate window, not a prompt retry storm."""
-    if rate > 0:
-        return max(1, round(in_flight / rate))
-    return round(RATE_WINDOW_S) if in_flight else 1
 
 
 class JobCancelled(Exception):
