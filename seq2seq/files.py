@@ -14,8 +14,9 @@ Formats:
 - JSONL: one JSON object per line.
 
 Blank lines are not records in any of them. A lone carriage return (old Mac files) ends a line for
-``read_lines`` and in TXT incident logs, as on stdin; in a CSV, TSV or JSONL incident log, which the
-batch job writes back row by row, it is refused in words that say so (``LONE_CR``).
+``read_lines`` and in TXT incident logs, as on stdin, however big the file (``bounded_lines``); in a CSV,
+TSV or JSONL incident log, which the batch job writes back row by row, it is refused in words that say so
+(``LONE_CR``).
 
 Every reader first looks at the file's opening bytes (``check_text``): UTF-16 or UTF-32 text and binary
 files are refused with one line saying so, rather than read as garbage. No line is held in memory beyond
@@ -106,22 +107,44 @@ class LongLine:
         return f"{self.FAULT}; not read"
 
 
-def bounded_lines(file: BinaryIO, limit: int = MAX_LINE_BYTES) -> Iterator[bytes | LongLine]:
+def bounded_lines(file: BinaryIO, limit: int = MAX_LINE_BYTES, lone_cr: bool = False) -> Iterator[bytes | LongLine]:
     """Physical lines of ``file`` with their endings; a line over ``limit`` bytes (its ending aside) comes as
-    a LongLine, its bytes read ``limit`` at a time and dropped, so memory stays bounded on an endless line."""
-    while raw := file.readline(limit + 1):
+    a LongLine, its bytes read ``limit`` at a time and dropped, so memory stays bounded on an endless line.
+
+    ``lone_cr``: a lone carriage return ends a line too (old Mac files). A yielded line may then hold several
+    (``line_pieces`` splits them), each at most ``limit`` bytes: a file with no LF at all is still read in lines,
+    not taken for one over-long line, however big it is."""
+    ends = (b"\n", b"\r") if lone_cr else b"\n"
+    rest = b""  # bytes read past a lone CR, not yet yielded (with lone_cr)
+    while raw := (rest if rest.endswith(b"\n") else rest + file.readline(limit + 1 - len(rest))):
+        rest = b""
         if len(raw) <= limit or raw.endswith(b"\n"):
             yield raw
-            continue
-        quotes = raw.count(b'"')
-        while (piece := file.readline(limit)) and not piece.endswith(b"\n"):
-            quotes += piece.count(b'"')
-        yield LongLine((quotes + piece.count(b'"')) % 2 == 1)
+        elif lone_cr and b"\r" in raw:  # no LF in it: the lines up to its last CR are whole, the rest starts one
+            cut = raw.rindex(b"\r") + 1
+            rest = _after_cr(file, raw[cut:])
+            yield raw[:cut]
+        else:
+            quotes = raw.count(b'"')
+            while piece := file.readline(limit):
+                if lone_cr and b"\r" in piece:
+                    cut = piece.index(b"\r") + 1
+                    piece, rest = piece[:cut], _after_cr(file, piece[cut:])
+                quotes += piece.count(b'"')
+                if piece.endswith(ends):
+                    break
+            yield LongLine(quotes % 2 == 1)
+
+
+def _after_cr(file: BinaryIO, rest: bytes) -> bytes:
+    """The bytes read after a carriage return, ``rest``, without the LF of a CRLF; when the CR was the last byte
+    read, the next byte is read to tell a CRLF cut in two from a lone CR."""
+    return (rest or file.readline(1)).removeprefix(b"\n")
 
 
 def line_pieces(raw: bytes) -> list[bytes]:
-    """The lines of one physical line ``raw`` (up to a LF), without their endings: a lone carriage return
-    ends a line too (old Mac files), as in Python's universal newlines and on stdin."""
+    """The lines of one line ``raw`` of ``bounded_lines``, without their endings: a lone carriage return ends a
+    line too (old Mac files), as in Python's universal newlines and on stdin."""
     return raw.removesuffix(b"\n").removesuffix(b"\r").split(b"\r")
 
 
@@ -132,7 +155,7 @@ def read_lines(path: Path) -> list[str]:
         try:
             check_text(path, file.peek(SNIFF_BYTES)[:SNIFF_BYTES])
             lines: list[str] = []
-            for raw in bounded_lines(file):
+            for raw in bounded_lines(file, lone_cr=True):
                 if isinstance(raw, LongLine):
                     raise DataError(f"{path}: line {len(lines) + 1}: {raw.fault()}")
                 for piece in line_pieces(raw if lines else raw.removeprefix(codecs.BOM_UTF8)):
@@ -241,20 +264,30 @@ def json_type(value: object) -> str:
 
 
 def json_objects(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for every non-blank JSON line; a line that is not a JSON object (``parse_json``)
+    """(line number, object) for every non-blank JSON line; a line that is not a JSON object (``json_record``)
     is a DataError."""
     for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = parse_json(line, partial(_object, where=f"{path}: line {number}"))
-        except JsonFault as err:
-            hint = f"; {LONE_CR}" if "\r" in line.rstrip("\r\n") else ""
-            raise DataError(f"{path}: line {number}: invalid JSON ({err.words}){hint}") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}: line {number}: expected a JSON object, found {json_type(record)}")
-        _check_escapes(line, record, f"{path}: line {number}")
-        yield number, record
+        record = json_record(line, f"{path}: line {number}")
+        if record is not None:
+            yield number, record
+
+
+def json_record(line: str, where: str) -> dict | None:
+    """The JSON object on one ``line``, None for a blank line; ``where`` names the line in a DataError for one
+    that is not a JSON object (``parse_json``), holds a lone surrogate or a lone carriage return (which JSON
+    takes for a space, and a reader of lines for a line break)."""
+    if not line.strip():
+        return None
+    if "\r" in line.rstrip("\r\n"):
+        raise DataError(f"{where}: {LONE_CR}")
+    try:
+        record = parse_json(line, partial(_object, where=where))
+    except JsonFault as err:
+        raise DataError(f"{where}: invalid JSON ({err.words})") from None
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: expected a JSON object, found {json_type(record)}")
+    _check_escapes(line, record, where)
+    return record
 
 
 def _check_escapes(line: str, record: dict, where: str) -> None:

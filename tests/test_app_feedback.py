@@ -26,10 +26,10 @@ from seq2seq.serving.feedback import FeedbackStore, Shown
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")
 
-POSTS = [  # alert, recommendation, verdict, correction, technician: quotes, newlines, non-ASCII, SQL, controls
+POSTS = [  # alert, recommendation, verdict, correction, technician: quotes, newlines, tabs, non-ASCII, SQL
     ('pump "A" won\'t start', "check 1/2\" valve", "wrong", "line one\nline two\r\n\tindented", "Zoë"),
     ("Überdruck — 温度 hoch", "prüfen", "right", "", ""),
-    ("'); DELETE FROM feedback; --", "?", "wrong", "nul\x00 bell\x07 esc\x1b[0m", "O'Brien"),
+    ("'); DELETE FROM feedback; --", "?", "wrong", "old\rMac\u2028line separator", "O'Brien"),
 ]
 
 
@@ -95,6 +95,8 @@ def test_feedback_on_text_the_app_never_showed_keeps_no_score(served):
     ((["pump"], "inspect", "wrong"), ("alert", "text")),
     (("", "inspect", "wrong"), ("alert", "empty")),
     (("pump", "inspect", "wrong", {"x": 1}), ("correction", "text")),
+    (("pump", "inspect", "wrong", "esc\x1b[0m"), ("correction", "control character (U+001B) at character 4")),
+    (("nul\x00", "inspect", "right"), ("alert", "control character (U+0000)")),
 ])
 def test_bad_feedback_is_a_readable_one_line_error_and_stores_nothing(served, fields, words):
     client, store, _ = served

@@ -56,6 +56,17 @@ def test_cli_unusable_input_is_one_error_line_with_exit_status_2(tmp_path, tmp_p
     assert not (tmp_path / "out.csv").exists()
 
 
+def test_cli_input_of_unknown_type_names_the_format_flag_and_loads_no_model(tmp_path):
+    log = tmp_path / "alerts.log"
+    log.write_text("pump low\n", encoding="utf-8")
+    result = run_cli("translate", "--model", str(tmp_path / "none.pt"), "--input", str(log), "--output",
+                     str(tmp_path / "out.csv"))
+    assert result.status == 2
+    assert result.error_lines == [f"seq2seq: error: {log}: unknown file type '.log': expected .csv, .tsv, .jsonl or "
+                                  ".txt (or pass --format csv|tsv|jsonl|txt)"]
+    assert sorted(tmp_path.iterdir()) == [log]
+
+
 def test_cli_file_options_without_input_are_an_error(tmp_path_factory):
     model = trained(tmp_path_factory.getbasetemp()).best
     result = run_cli("translate", "--model", str(model), "--output", "x.csv")

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,9 @@ AWKWARD = [  # (alert, recommendation, verdict, correction, technician): quotes,
     ('say "hi" it\'s', "replace 1/2\" bolt", "wrong", "two\nlines\r\nand\ttab", "Zoë Ørsted"),
     ("ÜBERDRUCK Ventil — 温度", "prüfen", "right", "", ""),
     ("x'); DROP TABLE feedback; --", "%s ? :alert", "wrong", "", "Robert'); --"),
-    ("bell\x07 escape\x1b[2J nul\x00 end", "a\u2028b", "right", "  ", "\t"),
+    ("lines\rold\nand new\r\n", "a\u2028b\u00a0c", "right", "  ", "\t"),
 ]
+CONTROLS = [chr(code) for code in range(0x110000) if unicodedata.category(chr(code)) == "Cc"]
 
 
 @pytest.fixture
@@ -72,7 +74,11 @@ def test_the_file_is_in_wal_mode_with_the_current_schema_version(store):
     (("pump", " ", "right"), ("right", "recommendation")),
     (("x" * (MAX_TEXT + 1), "inspect", "wrong"), ("alert", f"{MAX_TEXT:,}")),
     (("pump", "inspect", "wrong", "", "n" * (MAX_NAME + 1)), ("technician",)),
-    (("pump\ud800", "inspect", "wrong"), ("alert", "surrogate")),
+    (("pump\ud800", "inspect", "wrong"), ("alert", "surrogate at character 5")),
+    (("pump\x00", "inspect", "wrong"), ("alert", "control character (U+0000) at character 5")),
+    (("pump", "inspect", "wrong", "esc \x1b[31m red"), ("correction", "control character (U+001B) at character 5")),
+    (("pump", "bell\x07", "right"), ("recommendation", "(U+0007) at character 5")),
+    (("pump", "inspect", "wrong", "", "csi\x9b"), ("technician", "(U+009B) at character 4")),
 ])
 def test_bad_feedback_is_a_one_line_error_naming_the_field(fields, words):
     with pytest.raises(DataError) as caught:
@@ -80,6 +86,21 @@ def test_bad_feedback_is_a_one_line_error_naming_the_field(fields, words):
     assert "\n" not in str(caught.value)
     for word in words:
         assert word in str(caught.value)
+
+
+def test_every_control_character_but_tab_and_line_breaks_is_refused_and_nothing_is_stored(store):
+    fields = {"alert": "pump low", "recommendation": "inspect pump", "verdict": "wrong", "correction": "",
+              "technician": ""}
+    for control in CONTROLS:
+        for name in ("alert", "recommendation", "correction", "technician"):
+            posted = {**fields, name: "x" + control}.values()
+            if control in "\t\n\r":
+                post(store, *posted)
+                continue
+            with pytest.raises(DataError, match=rf"{name} holds a control character \(U\+{ord(control):04X}\) at "
+                                                "character 2;"):
+                post(store, *posted)
+    assert len(store.records()) == 3 * 4  # tab, LF and CR in each of the four text fields
 
 
 def test_a_wrong_verdict_may_come_without_a_correction_or_a_name(store):
@@ -217,6 +238,23 @@ def test_export_of_a_missing_database_is_a_one_line_error_and_creates_nothing(tm
     result = run_cli("feedback", "export", "--db", str(tmp_path / "none.sqlite"), "--output", str(tmp_path / "o.tsv"))
     assert_one_line_error(result, "none.sqlite", "not found")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_records_stored_before_control_characters_were_refused_are_exported_escaped_not_lost(store, tmp_path):
+    kept = [Feedback("nul\x00 alert", "x", "wrong", "esc\x1b[2J clear\x07", "Ann"),  # as add() stored them before
+            Feedback("fan\x9bslow", "replace\x0bfan belt", "right", "", "\x7f")]
+    ids = [store.add(feedback) for feedback in kept]
+    post(store, "pump low", "inspect pump", "right")
+    output = tmp_path / "corrections.tsv"
+    result = run_cli("feedback", "export", "--db", str(store.path), "--output", str(output))
+    assert result.status == 0, result.stderr
+    lines = output.read_text(encoding="utf-8").split("\n")
+    assert lines == ["alert\taction", "nul\\x00 alert\tesc\\x1b[2J clear\\x07",
+                     "fan\\x9bslow\treplace\\x0bfan belt", "pump low\tinspect pump", ""]
+    assert all(char.isprintable() or char in "\t\n" for char in output.read_text(encoding="utf-8"))
+    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert f"2 records hold control characters (ids {ids[0]}, {ids[1]})" in warning
+    assert [r.feedback for r in store.records()][:2] == kept  # the database keeps them as they were
 
 
 def test_stats_json_is_one_object_counting_records_and_verdicts(filled):

@@ -4,6 +4,8 @@ recommendation shown beside engine alerts keeps what says whether to act on it."
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import pickle
 import sqlite3
@@ -16,10 +18,10 @@ from support import assert_one_line_error, file_states, run_cli, trained, traine
 from seq2seq.checkpoint import read_checkpoint
 from seq2seq.corpus import read_parallel
 from seq2seq.errors import CheckpointError, DataError
-from seq2seq.files import json_objects, read_lines
+from seq2seq.files import MAX_LINE_BYTES, json_objects, read_lines
 from seq2seq.jsontext import MAX_JSON_DEPTH
 from seq2seq.serving.feedback import Feedback, FeedbackStore
-from seq2seq.serving.incident_log import count_rows, open_log, read_rows
+from seq2seq.serving.incident_log import count_rows, open_log, read_columns, read_rows
 
 
 def rows_of(path: Path, fmt: str) -> tuple[int, list]:
@@ -70,6 +72,16 @@ def test_a_txt_incident_log_with_old_mac_line_endings_gives_one_row_per_line(tmp
     assert rows[2].error.startswith("not valid UTF-8 (byte 0xe9 at column 1)")
 
 
+def test_a_txt_incident_log_of_old_mac_lines_over_the_line_limit_gives_one_row_per_line(tmp_path):
+    path = tmp_path / "log.txt"
+    alerts = [f"alert {n} pump low" for n in range(MAX_LINE_BYTES // 8)]
+    path.write_bytes("\r".join(alerts).encode() + b"\r")
+    assert path.stat().st_size > MAX_LINE_BYTES
+    counted, rows = rows_of(path, "txt")
+    assert counted == len(rows) == len(alerts)
+    assert [(row.line, row.alert, row.error) for row in rows] == [(n, alert, "") for n, alert in enumerate(alerts, 1)]
+
+
 @pytest.mark.parametrize("name, data", [
     ("log.csv", b"source,note\rpump low,a\rfan low,b\r"),
     ("log.jsonl", b'{"source": "pump low"}\r{"source": "fan low"}\r'),
@@ -81,6 +93,64 @@ def test_a_table_with_old_mac_line_endings_is_refused_in_plain_words(tmp_path, n
     with pytest.raises(DataError) as caught:
         rows_of(path, name.split(".")[1])
     assert "old Mac line endings" in str(caught.value) and "universal-newline" not in str(caught.value)
+
+
+# -- the alert key of a JSONL log: the rule (source, else problem, else the only key) over the whole log -----
+class Unseekable(io.BytesIO):
+    """A log that cannot be read ahead, as a pipe."""
+
+    def seekable(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("records, line, key, took", [
+    ([{"text": "pump low"}, {"source": "fan low"}], 2, "source", "text"),
+    ([{"id": 1, "problem": "pump low"}, {"id": 2}, {"id": 3, "problem": "x", "source": "fan low"}], 3, "source",
+     "problem"),
+    ([{"text": "pump low"}, {"text": "fan low", "note": "x"}], 2, "note", "text"),
+])
+def test_a_jsonl_log_whose_first_record_takes_another_alert_key_than_the_whole_log_is_refused(tmp_path, records,
+                                                                                              line, key, took):
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    message = (f"{path}: line {line}: key {key!r} makes the alert key ambiguous: line 1 took {took!r} (source, else "
+               "problem, else the only key); name the key that holds the alert")
+    with open_log(path) as file, pytest.raises(DataError) as caught:
+        read_rows(file, path, "jsonl", None)  # read ahead: refused before a row is read
+    assert str(caught.value) == message
+    rows = read_rows(Unseekable(path.read_bytes()), path, "jsonl", None)[1]  # a pipe: the rows before it come first
+    assert [row.line for row in itertools.islice(rows, line - 1)] == list(range(1, line))
+    with pytest.raises(DataError) as caught:
+        next(rows)
+    assert str(caught.value) == message
+
+
+def test_naming_the_alert_key_of_a_mixed_jsonl_log_gives_every_row_back(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"text": "pump low"}\n{"source": "fan low", "text": "x"}\n', encoding="utf-8")
+    with open_log(path) as file:
+        rows = list(read_rows(file, path, "jsonl", "source")[1])
+    assert [(row.line, row.alert, row.error) for row in rows] == [(1, None, "no key 'source'"), (2, "fan low", "")]
+
+
+@pytest.mark.parametrize("lines", [
+    ['{"source": "pump low"}', '{"id": 2, "source": "fan low"}', '{"note": "no alert"}', '{"Source": "x"}'],
+    ['{"alert": "pump low"}', '{"alert": "fan low"}', "", '{"alert": "belt worn"}'],
+    ['{"problem": "pump low", "id": 1}', '{"id": 2, "problem": "fan low", "Problem": "x"}'],
+])
+def test_a_jsonl_log_whose_records_agree_on_the_alert_key_gives_every_row_back(tmp_path, lines):
+    path = tmp_path / "log.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for file in (open_log(path), Unseekable(path.read_bytes())):
+        with file:
+            assert len(list(read_rows(file, path, "jsonl", None)[1])) == sum(1 for line in lines if line)
+
+
+def test_the_batch_tab_offers_the_keys_of_every_record_of_a_jsonl_log(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"id": 1, "text": "pump low"}\n\n{"id": 2, "source": "fan low"}\n[1]\n{"late": 3}\n',
+                    encoding="utf-8")
+    assert read_columns(path) == ["id", "text", "source"]  # up to the line that is no object
 
 
 # -- tables read as something else ----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from seq2seq.cli.common import path_flag
 from seq2seq.errors import DataError, write_error
 from seq2seq.files import make_folder
 from seq2seq.serving.destinations import check_distinct
-from seq2seq.serving.feedback import FeedbackStore
+from seq2seq.serving.feedback import FeedbackStore, one_line
 
 SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
 
@@ -52,11 +52,16 @@ def run_export(args: argparse.Namespace) -> int:
         records = store.records()
     finally:
         store.close()
-    pairs = [(" ".join(r.feedback.alert.split()), r.feedback.action) for r in records if r.feedback.action]
+    pairs = [(one_line(r.feedback.alert), r.feedback.action) for r in records if r.feedback.action]
     make_folder(output.parent)
     write_atomic(output, "".join(f"{alert}\t{action}\n" for alert, action in [("alert", "action"), *pairs]))
     print(f"wrote {len(pairs)} alert/action pairs of {len(records)} records to {output} "
           f"({len(records) - len(pairs)} without an action: 'wrong' with no correction)", file=sys.stderr)
+    escaped = [str(r.id) for r in records if r.feedback.controls]
+    if escaped:  # stored before such posts were refused: kept, and written so the export is safe to open
+        ids = ", ".join(escaped[:10]) + (", ..." if len(escaped) > 10 else "")
+        print(f"warning: {db}: {len(escaped)} records hold control characters (ids {ids}), stored before they were "
+              "refused; exported as escapes such as \\x1b", file=sys.stderr)
     return 0
 
 

@@ -33,7 +33,7 @@ from seq2seq.files import (
 from seq2seq.recommender import SIMILAR, Recommendation, Recommender
 from seq2seq.serving.batch import FileJob, JobStopped
 from seq2seq.serving.destinations import check_distinct, record_path
-from seq2seq.serving.incident_log import FORMATS
+from seq2seq.serving.incident_log import FORMATS, UnknownFormat, format_of
 from seq2seq.serving.sharding import translate_shared
 from seq2seq.serving.views import translation_json
 
@@ -123,7 +123,7 @@ def input_chunks(stream: TextIO, size: int) -> Iterator[list[tuple[int, str, str
     size = 1 if stream.isatty() else size
     chunk: list[tuple[int, str, str]] = []
     number = 0
-    for raw in bounded_lines(stream.buffer):
+    for raw in bounded_lines(stream.buffer, lone_cr=True):
         if number == 0 and not isinstance(raw, LongLine):
             check_text(Path("stdin"), raw)
             raw = raw.removeprefix(codecs.BOM_UTF8)  # as a file's: a mark, not part of the first alert
@@ -177,6 +177,10 @@ def run_translate_file(args: argparse.Namespace) -> int:
         raise ConfigError("--input needs --output (the file to write)")
     if args.resume and launched_size() > 1:
         raise ConfigError("--resume: a job split by torchrun is resumed in one process; run it without torchrun")
+    try:  # before the model loads: the shared words name the problem, and this command has a way out
+        format_of(Path(args.input), args.format is None)
+    except UnknownFormat as err:
+        raise DataError(f"{err} (or pass --format {'|'.join(FORMATS)})") from None
     chunk_rows = HEATMAP_CHUNK_ROWS if args.heatmaps else 1024
     workers = decode_workers(args)
     # Under torchrun "cuda" is each process's own GPU (cuda:LOCAL_RANK, the current device).

@@ -7,7 +7,9 @@ format unless its own extension names another:
 - ``tsv``: a header row, one record per physical line, split on tabs, no quote processing (as
   ``seq2seq.corpus`` reads it). A tab or line break in a field written to TSV (possible only when
   the input is CSV or JSONL) is written as a space.
-- ``jsonl``: one JSON object per line; every key is kept and the new keys are added.
+- ``jsonl``: one JSON object per line; each is written back as its own text, every value as it was written
+  (``output.Layout``), with the new keys added. When no alert key is named, the rule (source, problem,
+  the only key) must take the same key over the whole log as over its first record, or the file is refused.
 - ``txt``: one alert per line (its column is ``source`` in other output formats). As output: one
   recommendation per line (``text<TAB>score`` pairs with n-best > 1, as on stdout), an empty line
   for a failed row, and each row's error on stderr with its input line number.
@@ -129,12 +131,17 @@ class FileJob:
                    batch_size, chunk_rows, Path(attention_out) if attention_out else None,
                    Path(heatmaps) if heatmaps else None)
 
+    @property
+    def input_format(self) -> str:
+        """``fmt``, else the format the input's extension names: an ``UnknownFormat`` when it names none."""
+        return self.fmt or format_of(self.input_path, True)
+
     def claim(self, resume: bool) -> None:
         """Before anything is written (``seq2seq.serving.destinations``): every destination is distinct from the
         input and the others; a new job's are new and get its record, a resumed job's record must be this job's."""
-        in_fmt = self.fmt or format_of(self.input_path, "--format")
+        in_fmt = self.input_format
         companions = {"attention_out": self.attention_out, "heatmaps": self.heatmaps}
-        settings = {"input_format": in_fmt, "output_format": format_of(self.output_path, None) or in_fmt,
+        settings = {"input_format": in_fmt, "output_format": format_of(self.output_path, False) or in_fmt,
                     "column": self.column, "search": dataclasses.asdict(self.search),
                     **{name: path and os.path.realpath(path) for name, path in companions.items()}}
         writes = {"--output": self.output_path, "--attention-out": self.attention_out,
@@ -161,8 +168,8 @@ class FileJob:
         if resume and part is not None:
             raise ConfigError("resume and part exclude each other: a split job is resumed in one process")
         input_path, output_path = self.input_path, self.output_path
-        in_fmt = self.fmt or format_of(input_path, "--format")
-        out_fmt = format_of(output_path, None) or in_fmt
+        in_fmt = self.input_format
+        out_fmt = format_of(output_path, False) or in_fmt
         with open_log(input_path) as file:
             total = count_rows(file, in_fmt) if file.seekable() else None
             columns, rows = read_rows(file, input_path, in_fmt, self.column)

@@ -20,6 +20,7 @@ holding other tables, is refused rather than altered.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -35,6 +36,9 @@ MAX_TEXT = 10_000  # characters of an alert, recommendation or correction
 MAX_NAME = 200  # characters of a technician's name
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's lock before giving up
 SHOWN_KEPT = 10_000  # recent recommendations an app remembers, to store the score and trust feedback refers to
+# Control characters (Unicode's Cc) but the tab and the line breaks a multi-line text holds: a NUL, an ANSI escape
+# (ESC), a C1 code. A program's post could store them, and an export or a terminal would carry them out.
+CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # version 1
@@ -95,8 +99,11 @@ class Feedback:
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as err:
-                raise DataError(f"feedback: {name} is not valid Unicode (a lone surrogate at position {err.start})"
-                                ) from None
+                raise DataError(f"feedback: {name} is not valid Unicode (a lone surrogate at character "
+                                f"{err.start + 1})") from None
+            if control := CONTROLS.search(value):
+                raise DataError(f"feedback: {name} holds a control character (U+{ord(control.group()):04X}) at "
+                                f"character {control.start() + 1}; tabs and line breaks are the only ones accepted")
             texts[name] = value
         if verdict not in VERDICTS:
             got = shown(verdict) if isinstance(verdict, str) else type(verdict).__name__
@@ -110,11 +117,24 @@ class Feedback:
     @property
     def action(self) -> str | None:
         """What was done, as a training target: the correction, else the recommendation marked right, else
-        None (a 'wrong' with no correction says what not to do, not what to do)."""
+        None (a 'wrong' with no correction says what not to do, not what to do); as ``one_line`` writes it."""
         for text in (self.correction, self.recommendation if self.verdict == "right" else ""):
             if text.split():
-                return " ".join(text.split())  # whitespace collapsed: one record, one line
+                return one_line(text)
         return None
+
+    @property
+    def controls(self) -> bool:
+        """Whether a field holds a control character ``checked`` refuses: a record stored before it did."""
+        return any(CONTROLS.search(text) for text in (self.alert, self.recommendation, self.correction,
+                                                       self.technician))
+
+
+def one_line(text: str) -> str:
+    """``text`` as one field of one line, safe to print: a control character (in a record stored before
+    ``Feedback.checked`` refused them) is written as its escape, ``\\x1b``, rather than sent to a terminal or
+    dropped; then runs of whitespace (line breaks, tabs) become one space."""
+    return " ".join(CONTROLS.sub(lambda control: shown(control.group()), text).split())
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,16 @@ are problems with the file. See ``seq2seq.serving.batch`` for the formats and wh
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from seq2seq.errors import ConfigError, DataError
+from seq2seq.errors import ConfigError, DataError, shown
 from seq2seq.files import (
     SNIFF_BYTES,
     LongLine,
@@ -28,7 +29,7 @@ from seq2seq.files import (
     csv_records,
     decode_line,
     field_count_error,
-    json_objects,
+    json_record,
     line_pieces,
     open_binary,
     split_tsv,
@@ -47,15 +48,23 @@ class Row:
     values: list[str] | dict[str, Any]  # fields in column order, or the JSON object
     alert: str | None  # None when the row cannot be translated; error says why
     error: str = ""
+    text: str = ""  # a JSONL record's line as read, so that its fields are written back exactly as they were
 
 
-def format_of(path: Path, option: str | None) -> str | None:
+class UnknownFormat(DataError):
+    """A file whose extension names none of FORMATS. The words name the problem only: how to name a format
+    is the front end's to say (the CLI's ``--format``; the UI has no such choice)."""
+
+
+def format_of(path: Path, required: bool) -> str | None:
+    """The format ``path``'s extension names; else None, or when ``required`` an UnknownFormat."""
     fmt = path.suffix.lower().removeprefix(".")
     if fmt in FORMATS:
         return fmt
-    if option is None:
+    if not required:
         return None
-    raise DataError(f"{path}: unknown format: expected .csv, .tsv, .jsonl or .txt (or {option})")
+    found = f"unknown file type {path.suffix!r}" if path.suffix else "no file extension to tell its type"
+    raise UnknownFormat(f"{path}: {found}: expected .csv, .tsv, .jsonl or .txt")
 
 
 # Reading: physical lines are read as bytes and decoded one by one, so a bad byte spoils one row only.
@@ -83,7 +92,7 @@ def _placeholder(line: LongLine, fmt: str) -> bytes:
 def count_rows(file: BinaryIO, fmt: str) -> int:
     """Rows in the file, cheaply (a CSV record starts on a line begun outside quotes); rewinds the file."""
     count, quoted = 0, False
-    for line in bounded_lines(file):
+    for line in bounded_lines(file, lone_cr=fmt == "txt"):
         raw = _placeholder(line, fmt) if isinstance(line, LongLine) else line
         starts_record = not quoted
         if fmt == "csv":
@@ -98,7 +107,7 @@ def _lines(file: BinaryIO, fmt: str, bad: dict[int, str]) -> Iterator[str]:
     that is not UTF-8 keeps its bytes (``files.decode_line``), one too long becomes its placeholder, and
     ``bad[line]`` says what is wrong."""
     number = 0
-    for raw in bounded_lines(file):
+    for raw in bounded_lines(file, lone_cr=fmt == "txt"):
         if isinstance(raw, LongLine):
             bad[number + 1] = raw.fault()
             raw = _placeholder(raw, fmt)
@@ -131,7 +140,7 @@ def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple
             raise ConfigError(f"{path}: --column applies to csv, tsv and jsonl input, not txt")
         return ["source"], _txt_rows(lines, bad)
     if fmt == "jsonl":
-        return _read_jsonl(path, lines, bad, column)
+        return _read_jsonl(file, path, lines, bad, column)
     records = csv_records(path, lines) if fmt == "csv" else tsv_records(path, lines)
     first = next(records, None)
     if first is None:
@@ -166,33 +175,94 @@ def _txt_rows(lines: Iterator[str], bad: dict[int, str]) -> Iterator[Row]:
         yield Row(number, number, [text], None if error else text, error)
 
 
-def _read_jsonl(path: Path, lines: Iterator[str], bad: dict[int, str],
+def _read_jsonl(file: BinaryIO, path: Path, lines: Iterator[str], bad: dict[int, str],
                 key: str | None) -> tuple[list[str], Iterator[Row]]:
-    objects = json_objects(path, lines)
-    first = next(objects, None)
+    records = _json_records(path, lines)
+    first = next(records, None)
     if first is None:
         return [], iter(())
     _check_header(path, bad, first[0], first[0])  # its keys are the columns of table output
     keys = list(first[1])
-    chosen = choose_column(keys, key, ALERT_COLUMNS, f"{path}: line {first[0]}", "key")
+    try:
+        chosen = choose_column(keys, key, ALERT_COLUMNS, f"{path}: line {first[0]}", "key")
+    except DataError:
+        if key is None:
+            raise
+        chosen = key  # the first record may lack the key a user named, as any other may: its row says so
+    if key is None and file.seekable():  # refused before anything is written; from a pipe, when it comes
+        _look_ahead(file, path, _alert_key_check(path, first[0], keys, chosen))
+    check = _alert_key_check(path, first[0], keys, chosen) if key is None else None
 
     def rows() -> Iterator[Row]:
-        for number, (line, record) in enumerate(itertools.chain([first], objects), 1):
+        for number, (line, record, text) in enumerate(itertools.chain([first], records), 1):
+            if check:
+                check(line, record)
             value, problem = string_value(record, chosen)
             error = _bad_bytes(bad, line, line) or problem
-            yield Row(number, line, record, None if error else value, error)
+            yield Row(number, line, record, None if error else value, error, text)
 
     return keys, rows()
 
 
+def _json_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict, str]]:
+    """(line number, object, line) of each non-blank line; a line that is no JSON object is a DataError."""
+    for number, line in enumerate(lines, 1):
+        record = json_record(line, f"{path}: line {number}")
+        if record is not None:
+            yield number, record, line
+
+
+def _alert_key_check(path: Path, first: int, keys: list[str], chosen: str) -> Callable[[int, dict], None]:
+    """A check of each record after line ``first``, whose ``keys`` gave the alert key ``chosen`` by the rule
+    (source, else problem, else the only key): a DataError when the rule, applied to the keys of the log so
+    far, takes another key or none, as a record with a 'source' after one without would have it."""
+    seen = dict.fromkeys(keys)
+
+    def check(line: int, record: dict) -> None:
+        new = [name for name in record if name not in seen]
+        if not new:
+            return
+        seen.update(dict.fromkeys(new))
+        try:
+            again = choose_column(list(seen), None, ALERT_COLUMNS, str(path), "key")
+        except DataError:
+            again = None
+        if again != chosen:
+            raise DataError(f"{path}: line {line}: key {shown(again or new[0])!r} makes the alert key ambiguous: "
+                            f"line {first} took {shown(chosen)!r} (source, else problem, else the only key); name "
+                            "the key that holds the alert")
+
+    return check
+
+
+def _look_ahead(file: BinaryIO, path: Path, check: Callable[[int, dict], None]) -> None:
+    """``check`` every record of a seekable ``file``, then go back to where it was. A line that is no JSON
+    object ends the look: reading rows meets it in its turn, as it would without looking ahead."""
+    where = file.tell()
+    file.seek(0)
+    try:
+        records = _json_records(path, _lines(file, "jsonl", {}))
+        while True:
+            try:
+                found = next(records, None)
+            except DataError:
+                return
+            if found is None:
+                return
+            line, record, _ = found
+            check(line, record)
+    finally:
+        file.seek(where)
+
+
 def read_columns(path: Path) -> list[str]:
-    """The header of a CSV/TSV file or the keys of a JSONL file's first object, to choose from; [] if unreadable."""
-    fmt = format_of(path, None)
+    """The header of a CSV/TSV file or the keys of a JSONL file's objects (``_jsonl_keys``), to choose from; []
+    if unreadable."""
+    fmt = format_of(path, False)
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             if fmt == "jsonl":
-                first = next((line for line in handle if line.strip()), "{}")
-                return [str(key) for key in json.loads(first)]
+                return _jsonl_keys(handle)
             if fmt == "tsv":
                 return split_tsv(next(handle, ""))
             if fmt == "csv":
@@ -200,3 +270,16 @@ def read_columns(path: Path) -> list[str]:
     except (OSError, UnicodeDecodeError, ValueError, RecursionError, csv.Error, AttributeError):
         pass
     return []
+
+
+def _jsonl_keys(lines: Iterable[str]) -> list[str]:
+    """The keys of the JSON objects on ``lines``, in order of first appearance, up to the first line that is no
+    JSON object (or no UTF-8): a later record may hold the alert key a user has to name."""
+    keys: dict[str, None] = {}
+    with contextlib.suppress(ValueError, RecursionError):  # a UnicodeDecodeError is a ValueError
+        for line in lines:
+            record = json.loads(line) if line.strip() else {}
+            if not isinstance(record, dict):
+                break
+            keys.update(dict.fromkeys(map(str, record)))
+    return list(keys)

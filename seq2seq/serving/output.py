@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from json.decoder import scanstring
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -28,12 +29,13 @@ from seq2seq.serving.figures import heatmap_figure
 from seq2seq.serving.incident_log import Row
 
 _LINE_BREAKS = re.compile(r"[\t\r\n]")
+_JSON_SPACE = " \t\r\n"  # what JSON allows between tokens
+_SPACE = re.compile(f"[{_JSON_SPACE}]*")
 
 
 def row_error(row: Row, result: Recommendation | None) -> str:
     """The row's ``error`` field: why it has no recommendation, or its truncation warning; "" when fine."""
     return row.error or (result.warning if result and result.warning else "")
-
 
 
 class Layout:
@@ -46,7 +48,7 @@ class Layout:
         self.added = [*itertools.chain.from_iterable(pairs), "trust", "verdict", "similar_action", "error"]
         clash = [name for name in self.added if name in self.known]
         if clash and fmt != "txt":
-            raise DataError(f"{input_path}: already has a column {clash[0]!r}; rename it, or write .txt output")
+            raise DataError(f"{input_path}: already has a column {clash[0]!r}, which the result adds; rename it")
         if fmt == "jsonl" and len(self.known) < len(columns):
             raise DataError(f"{input_path}: repeated column names; JSONL output needs distinct keys")
 
@@ -58,7 +60,7 @@ class Layout:
         if self.fmt == "txt":
             return "".join(self._txt_line(row, result) for row, result in pairs)
         if self.fmt == "jsonl":
-            return "".join(json.dumps(self._object(row, result), ensure_ascii=False) + "\n" for row, result in pairs)
+            return "".join(self._json_line(row, result) for row, result in pairs)
         return self._table([self._fields(row, result) for row, result in pairs])
 
     def _added(self, row: Row, result: Recommendation | None) -> list[str | float | None]:
@@ -78,17 +80,25 @@ class Layout:
             if extra is not None:
                 raise DataError(f"{self.input_path}: line {row.line}: key {extra!r} is not in the first object, so "
                                 f"{self.fmt} output has no column for it (write .jsonl output to keep every key)")
-            values = [_cell(values.get(key)) for key in self.columns]
+            texts = _member_texts(row.text) if row.text else {}
+            values = [_cell(values.get(key), texts.get(key)) for key in self.columns]
         added = self._added(row, result)
         return [*values, *(f"{value:.4f}" if isinstance(value, float) else _cell(value) for value in added)]
 
-    def _object(self, row: Row, result: Recommendation | None) -> dict[str, Any]:
+    def _json_line(self, row: Row, result: Recommendation | None) -> str:
+        """The row as one JSON line, the added keys last. A JSONL record is written as its own text with them
+        added, so each of its fields comes back exactly as it was: json would write 0.10000000000000000555 back
+        as 0.1, 1E5 as 100000.0 and -0 as 0."""
         values = row.values
-        record = dict(values) if isinstance(values, dict) else dict(zip(self.columns, values, strict=True))
-        clash = next((key for key in self.added if key in record), None)
+        if not isinstance(values, dict):
+            values = dict(zip(self.columns, values, strict=True))
+        clash = next((key for key in self.added if key in values), None)
         if clash is not None:  # the first object's keys were checked when the job began; this is a later one
-            raise DataError(f"{self.input_path}: line {row.line}: already has a key {clash!r}; rename it")
-        return {**record, **dict(zip(self.added, self._added(row, result), strict=True))}
+            raise DataError(f"{self.input_path}: line {row.line}: already has a key {clash!r}, which the result adds; "
+                            "rename it")
+        record = (row.text or json.dumps(values, ensure_ascii=False)).strip(_JSON_SPACE)
+        added = json.dumps(dict(zip(self.added, self._added(row, result), strict=True)), ensure_ascii=False)
+        return record.removesuffix("}").rstrip(_JSON_SPACE) + (", " if values else "") + added.removeprefix("{") + "\n"
 
     def _txt_line(self, row: Row, result: Recommendation | None) -> str:
         error = row_error(row, result)
@@ -107,9 +117,26 @@ class Layout:
         return buffer.getvalue()
 
 
-def _cell(value: Any) -> str:
-    """A JSON value as a table field: strings as they are, null as empty, anything else as JSON."""
-    return "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+def _cell(value: Any, text: str | None = None) -> str:
+    """A JSON value as a table field: strings as they are, null as empty, anything else as JSON, as ``text``
+    (its text in the input) when given."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    return text or json.dumps(value, ensure_ascii=False)
+
+
+def _member_texts(line: str) -> dict[str, str]:
+    """The text of each member's value in ``line``, a JSON object ``files.json_record`` has read."""
+    decoder, texts = json.JSONDecoder(), {}
+    at = _SPACE.match(line, line.index("{") + 1).end()
+    while line[at] == '"':
+        key, at = scanstring(line, at + 1)
+        start = _SPACE.match(line, _SPACE.match(line, at).end() + 1).end()  # past the colon
+        end = decoder.raw_decode(line, start)[1]
+        texts[key] = line[start:end]
+        at = _SPACE.match(line, end).end()
+        at = _SPACE.match(line, at + 1).end() if line[at] == "," else at
+    return texts
 
 
 def _one_line(text: str) -> str:

@@ -18,7 +18,7 @@ from seq2seq.distributed import World
 from seq2seq.errors import ConfigError
 from seq2seq.files import open_binary
 from seq2seq.serving.batch import BatchSummary, FileJob
-from seq2seq.serving.incident_log import count_rows, format_of, open_log
+from seq2seq.serving.incident_log import count_rows, open_log
 
 
 def part_path(path: Path, index: int) -> Path:
@@ -45,7 +45,7 @@ def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | 
     with open_log(job.input_path) as file:
         if not file.seekable():
             raise ConfigError(f"{job.input_path}: under torchrun --input must be a regular file (its rows are split)")
-        total = count_rows(file, job.fmt or format_of(job.input_path, "--format"))
+        total = count_rows(file, job.input_format)
     destinations = [path for path in (job.output_path, job.attention_out) if path is not None]
 
     def prepare() -> None:
