@@ -39,10 +39,11 @@ beam size -> output file). The JSON carries the raw attention matrices as nested
 (alert, recommendation, verdict ``right`` or ``wrong``, correction, technician -> the record's id) stores a
 technician's verdict, committed to the database before it answers.
 
-Serving (docs/serving.md): concurrent /recommend calls share decoder passes, engine and file jobs one
-slot; the queue is bounded and cannot be skipped; ``GET /health`` and ``POST /api/recommend`` answer
-outside it (``App``). Uploads are capped at MAX_FILE_SIZE and only gr.File uploads are read; results
-and Gradio's copies are deleted after FILE_MAX_AGE_S and at shutdown (SIGTERM as Ctrl-C). Binds
+Serving (docs/serving.md): concurrent /recommend calls share decoder passes; one engine job and one file
+job run at a time, each queued behind its own kind only; the queue is bounded and cannot be skipped;
+``GET /health`` and ``POST /api/recommend`` answer outside it (``App``). Uploads are capped at
+MAX_FILE_SIZE and only gr.File uploads are read; results and Gradio's copies are deleted after
+FILE_MAX_AGE_S and at shutdown (SIGTERM as Ctrl-C). Binds
 127.0.0.1 unless ``--host`` says otherwise.
 """
 
@@ -78,7 +79,9 @@ from seq2seq.serving.requests import RawPayload
 from seq2seq.serving.smoke import smoke_test
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
-MODEL_CONCURRENCY = 1  # two CPU cores: one engine or file job at a time, the rest wait in the queue
+# Two CPU cores: one engine job and one file job at a time, each kind queued behind its own kind only. A file
+# job can take minutes (a 10 MB log about 4); sharing one slot, an engine check waited 181 s behind one.
+ENGINE_CONCURRENCY = BATCH_CONCURRENCY = 1
 EXAMPLES = [
     ["hpc outlet temperature rising sharply"],
     ["hydraulic pressure drop and leakage"],
@@ -163,13 +166,13 @@ def _alerts_tab(h: Handlers, concurrency: int) -> None:
     plots = plot_slots(MAX_N_BEST, "Alignment of the shown recommendation", "Alternative", "heatmap")
     with gr.Accordion("JSON, as /recommend returns it", open=False):
         data = gr.JSON(elem_id="recommend-json")
-    recommendations = gr.State()
+    answer, recommendations = gr.State(), gr.State()
     # preprocess=False: the handler gets what a program sent and checks it (a Textbox would pass str(payload),
     # reading a list as its repr).
-    shown = button.click(h.recommend, [text, translator, beam, n_best], [data, recommendations], api_name="recommend",
-                         concurrency_limit=concurrency, concurrency_id="recommend",
+    shown = button.click(h.recommend, [text, translator, beam, n_best], [data, answer, recommendations],
+                         api_name="recommend", concurrency_limit=concurrency, concurrency_id="recommend",
                          preprocess=False).success(
-        h.show_recommendations, [data, recommendations, level], [summary, choice, *plots],
+        h.show_recommendations, [answer, recommendations, level], [summary, choice, *plots],
         api_name="show_recommendations", api_visibility="private")
     feedback_choice, answered = _verdict_panel(h, "alerts")
     shown.success(h.feedback_targets, [recommendations], [feedback_choice, answered],
@@ -195,13 +198,13 @@ def _engine_tab(h: Handlers) -> None:
     plots = plot_slots(ENGINE_ALERTS, "Alert 1: recommendation and alignment", "Alert", "alert-heatmap")
     with gr.Accordion("JSON, as /engine_health returns it", open=False):
         data = gr.JSON()
-    report = gr.State()
+    answer, report = gr.State(), gr.State()
     upload.change(h.file_units, [upload], [file_unit], api_name="file_units", api_visibility="private",
                   preprocess=False)
-    shown = button.click(h.engine_health, [unit, upload, file_unit, translator], [data, report],
-                         api_name="engine_health", concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model",
+    shown = button.click(h.engine_health, [unit, upload, file_unit, translator], [data, answer, report],
+                         api_name="engine_health", concurrency_limit=ENGINE_CONCURRENCY, concurrency_id="engine",
                          preprocess=False).success(
-        h.show_engine, [data, report], [summary, attention, deviations, *plots], api_name="show_engine",
+        h.show_engine, [answer, report], [summary, attention, deviations, *plots], api_name="show_engine",
         api_visibility="private")
     feedback_choice, answered = _verdict_panel(h, "engine")
     shown.success(lambda r: h.feedback_targets(r.recommendations), [report], [feedback_choice, answered],
@@ -225,7 +228,7 @@ def _batch_tab(h: Handlers) -> None:
     upload.change(h.column_choices, [upload], [column], api_name="file_columns", api_visibility="private",
                   preprocess=False)
     button.click(h.translate_upload, [upload, column, translator, beam], [result, state], api_name="translate_file",
-                 concurrency_limit=MODEL_CONCURRENCY, concurrency_id="model", preprocess=False).success(
+                 concurrency_limit=BATCH_CONCURRENCY, concurrency_id="batch", preprocess=False).success(
         lambda s: s.summary(), [state], [summary], api_name="batch_summary", api_visibility="private")
 
 
@@ -286,7 +289,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(smoke_test(demo, next(iter(translators)), oldest, MAX_FILE_SIZE,
                                     models_s=time.perf_counter() - started))
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # shut down as on Ctrl-C: caches get deleted
-    demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_FILE_SIZE)
+    try:
+        demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_FILE_SIZE)
+    finally:  # launch returns once Ctrl-C or SIGTERM has closed the server
+        demo.handlers.close()
 
 
 if __name__ == "__main__":

@@ -294,6 +294,22 @@ def launch(demo) -> str:
 
 
 # -- hostile input ----------------------------------------------------------------------------------
+def call_endpoint(http, url: str, endpoint: str, data: list) -> tuple[str, object]:
+    """POST /gradio_api/call/ENDPOINT with ``data`` as a program writes it, then read its event stream: the last
+    event's kind and data; a join the app refuses gives (its HTTP status, (its JSON, its Retry-After))."""
+    base = url.rstrip("/")
+    joined = http.post(f"{base}/gradio_api/call/{endpoint}", json={"data": data})
+    if joined.status_code != 200:
+        return str(joined.status_code), (joined.json(), joined.headers.get("retry-after"))
+    kind = payload = None
+    for line in http.get(f"{base}/gradio_api/call/{endpoint}/{joined.json()['event_id']}").text.splitlines():
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            payload = json.loads(line[6:])
+    return kind, payload
+
+
 def assert_one_line_error(result: CliResult, *words: str) -> str:
     """The result is ``seq2seq: error: ...`` on one stderr line (no traceback) with exit status 2, naming ``words``.
 

@@ -4,8 +4,11 @@ with the tiny translator and the tiny RUL model of ``tiny_runs``; its smoke-test
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import threading
+import time
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -16,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gradio as gr
 import httpx
 import pytest
 from gradio_client import Client, handle_file
@@ -28,9 +32,11 @@ from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.windows import HEALTH_STATES
 from seq2seq.serving import app as serving_app
+from seq2seq.serving import handlers as handlers_module
 from seq2seq.serving import smoke
 from seq2seq.serving.handlers import MAX_ALERTS, Handlers
 from seq2seq.serving.incident_log import read_columns
+from seq2seq.serving.smoke import free_port
 
 # gradio 6.31 with pandas 3.1 warns on every queued call; the suite turns warnings into errors.
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")
@@ -123,6 +129,8 @@ def test_empty_or_over_long_input_gives_a_readable_error(client, text, message):
     (({"alert": "pump"}, "tiny", 1, 1), "Alerts must be text"),
     ((42, "tiny", 1, 1), "Alerts must be text"),
     (("pump vibration high", "tiny", "many", 1), "whole numbers"),
+    (("pump vibration high", "tiny", 2.7, 1), "whole numbers"),  # not quietly beam 2
+    (("pump vibration high", "tiny", 3, 1.5), "whole numbers"),
     (("pump vibration high", "tiny", 99, 1), "Beam size must be"),
     (("pump vibration high", ["tiny"], 1, 1), "Unknown translator"),
     (("pump vibration high", 7, 1, 1), "Unknown translator"),  # None is the default translator
@@ -140,6 +148,7 @@ def test_inputs_of_the_wrong_type_get_a_readable_error_not_a_null_one(client, in
     ("/engine_health", ([1], None, None, "tiny"), "An engine unit must be a whole number"),
     ("/engine_health", ({"unit": 1}, None, None, "tiny"), "An engine unit must be a whole number"),
     ("/engine_health", ("nan", None, None, "tiny"), "An engine unit must be a whole number"),
+    ("/engine_health", (1.5, None, None, "tiny"), "An engine unit must be a whole number"),
     ("/engine_health", (None, None, None, "tiny"), "Pick one of the bundled engines"),
     ("/translate_file", ([1, 2], None, "tiny", 1), "The incident log must be an uploaded file"),
     ("/translate_file", (42, None, "tiny", 1), "The incident log must be an uploaded file"),
@@ -252,20 +261,46 @@ def test_a_server_path_named_in_a_request_is_never_read(client, tmp_path):
     assert "event: error" in stream and '"unit"' not in stream
 
 
-def test_engine_and_file_jobs_share_one_slot_recommend_calls_share_decoder_passes_and_the_queue_is_bounded(tiny):
+def test_engine_and_file_jobs_have_a_slot_each_recommend_calls_share_decoder_passes_and_the_queue_is_bounded(tiny):
     translator, _ = tiny
     demo = gradio_app.build({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
     model_calls = {fn.api_name: fn for fn in demo.fns.values()
                    if fn.api_name in ("recommend", "engine_health", "translate_file")}
     assert len(model_calls) == 3
-    assert all(model_calls[name].concurrency_id == "model"
-               and model_calls[name].concurrency_limit == gradio_app.MODEL_CONCURRENCY
-               for name in ("engine_health", "translate_file"))
+    engine, batch = model_calls["engine_health"], model_calls["translate_file"]
+    assert engine.concurrency_id != batch.concurrency_id
+    assert engine.concurrency_limit == gradio_app.ENGINE_CONCURRENCY
+    assert batch.concurrency_limit == gradio_app.BATCH_CONCURRENCY
     recommend = model_calls["recommend"]  # many at once, each waiting for a shared pass (seq2seq/serving/batcher.py)
     assert recommend.concurrency_id == "recommend" and recommend.concurrency_limit == gradio_app.RECOMMEND_CONCURRENCY
     assert serving_app.MAX_THREADS > gradio_app.RECOMMEND_CONCURRENCY
     assert demo._queue.max_size == gradio_app.QUEUE_SIZE
     demo.handlers.close()
+
+
+def test_an_engine_check_is_answered_while_a_file_job_holds_its_slot(client, tiny, tmp_path, monkeypatch):
+    """A file job can take minutes; a technician checking an engine must not wait behind it."""
+    started, release = threading.Event(), threading.Event()
+    real = handlers_module.translate_file
+
+    def held_open(*args, **kwargs):  # the file job, stopped before its first row until the check is answered
+        started.set()
+        release.wait(timeout=60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(handlers_module, "translate_file", held_open)
+    log = tmp_path / "incidents.csv"
+    log.write_text("source\npump vibration high\n", encoding="utf-8")
+    job = client.submit(handle_file(str(log)), "source", "tiny", 1, api_name="/translate_file")
+    try:
+        assert started.wait(timeout=30), "the file job never started"
+        _, rul = tiny
+        check = client.submit(read_cmapss(rul.test)[0].unit, None, None, "tiny", api_name="/engine_health")
+        data = check.result(timeout=30)  # a TimeoutError if it waits behind the file job
+        assert not job.done() and data["rul"] >= 0
+    finally:
+        release.set()
+    assert Path(job.result(timeout=60)).read_text(encoding="utf-8").startswith("source,")
 
 
 def test_the_queue_cannot_be_skipped_by_posting_to_the_direct_route(client):
@@ -316,6 +351,60 @@ def test_a_cancelled_batch_job_stops_after_the_chunk_it_is_on(tiny, tmp_path):
         assert threading.active_count() <= threads
     finally:
         handlers.close()
+
+
+def test_closing_the_app_stops_a_running_batch_job_after_its_chunk(tiny, tmp_path):
+    """At shutdown a file job's thread would hold the process's exit until its whole file is done."""
+    translator, _ = tiny
+    handlers = Handlers({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
+    log = tmp_path / "log.txt"
+    log.write_text("pump vibration high\n" * 20_000, encoding="utf-8")
+    upload = {"path": str(log), "meta": {"_type": "gradio.FileData"}}
+    reports = []
+
+    async def close_after_first_chunk():
+        job = asyncio.create_task(handlers.translate_upload(upload, None, "tiny", 1,
+                                                            progress=lambda *args, **kwargs: reports.append(args)))
+        while not any(isinstance(done, tuple) and done[0] for done, *_ in reports):  # a first chunk is written
+            await asyncio.sleep(0.01)
+        handlers.stopping.set()  # what close() does first
+        with pytest.raises(gr.Error, match=r"The app is shutting down: log.txt stopped after \d+ rows") as stopped:
+            await job
+        return int(stopped.value.message.split(" after ")[1].split()[0])
+
+    try:
+        assert 0 < asyncio.run(close_after_first_chunk()) <= 256 * 2 < 20_000  # the chunk it was on, not the file
+    finally:
+        handlers.close()
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_app_promptly_while_a_batch_job_runs(tiny, tmp_path):
+    translator, rul = tiny
+    port = free_port()
+    log = tmp_path / "log.txt"
+    log.write_text("pump vibration high\n" * 400_000, encoding="utf-8")  # 8 MB: minutes with beam 5
+    server = subprocess.Popen([sys.executable, "gradio_app.py", "--model", str(translator.best), "--rul-model",
+                               str(rul.output_dir / "best.pt"), "--feedback-db", str(tmp_path / "feedback.sqlite"),
+                               "--port", str(port)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        for _ in range(600):
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}health").status_code == 200:
+                    break
+            time.sleep(0.1)
+        client = Client(url, verbose=False, analytics_enabled=False)
+        job = client.submit(handle_file(str(log)), None, None, 5, api_name="/translate_file")
+        for _ in range(600):
+            if any(unit.index for unit in job.status().progress_data or []):  # rows done: the job runs
+                break
+            time.sleep(0.1)
+        server.send_signal(signal.SIGTERM)
+        _, errors = server.communicate(timeout=30)  # the whole file would take minutes
+    finally:
+        server.kill()
+    assert server.returncode == 0 and "Traceback" not in errors and "terminate called" not in errors
 
 
 @pytest.mark.slow

@@ -14,7 +14,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import csv
+import random
 import re
+import string
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,9 @@ from seq2seq.config import SearchConfig
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
+from seq2seq.serving.app import MAX_REQUEST_BODY
 from seq2seq.serving.feedback import FeedbackStore
+from seq2seq.serving.handlers import MAX_ALERTS, MAX_BEAM, MAX_CHARS, MAX_N_BEST
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -107,6 +111,26 @@ def test_typed_alert_shows_its_recommendation_and_heatmap(page, recommender, scr
     settle_and_capture(page, screenshots / "alerts.png")
 
 
+def test_the_page_never_posts_more_than_the_body_cap_even_for_the_largest_answer(page):
+    """The largest answer the page can ask for (every alert it takes, long ones, beam 10 with 5 alternatives each)
+    is megabytes of JSON with a real translator; the steps that draw it must not send it back, over the cap."""
+    rng = random.Random(7)
+    alerts = [" ".join("".join(rng.choices(string.ascii_lowercase, k=7)) for _ in range(20))
+              for _ in range(MAX_ALERTS)]
+    assert len("\n".join(alerts)) <= MAX_CHARS
+    posted: list[bytes] = []
+    page.on("request", lambda request: posted.append(request.post_data_buffer or b""))
+    page.locator("#alerts textarea").fill("\n".join(alerts))
+    for slider, value in (("#beam", MAX_BEAM), ("#n-best", MAX_N_BEST)):
+        page.locator(f"{slider} input[type=number]").fill(str(value))
+        page.locator(f"{slider} input[type=number]").press("Tab")
+    page.locator("#recommend").click()
+    expect(page.locator("#summary")).to_contain_text(f"{MAX_ALERTS}. {alerts[-1]}", timeout=TIMEOUT_MS)
+    expect(page.locator("#heatmap img")).to_be_visible(timeout=TIMEOUT_MS)
+    assert posted and max(map(len, posted)) <= MAX_REQUEST_BODY
+    assert not any(b"word_attention" in body for body in posted), "an answer's JSON went back to the server"
+
+
 def test_wrong_with_a_correction_is_stored_in_the_feedback_database(page, recommender, feedback):
     page.locator("#alerts textarea").fill("\n".join(UI_ALERTS[:2]))
     page.locator("#recommend").click()
@@ -146,6 +170,8 @@ def test_empty_alerts_show_a_readable_message(page):
 
 
 def test_engine_tab_shows_rul_figures_and_alert_heatmaps(page, screenshots):
+    posted: list[bytes] = []
+    page.on("request", lambda request: posted.append(request.post_data_buffer or b""))
     page.get_by_role("tab", name="Engine health").click()
     page.locator("#analyse").click()
     expect(page.locator("#engine-summary")).to_contain_text("RUL", timeout=TIMEOUT_MS)
@@ -153,6 +179,7 @@ def test_engine_tab_shows_rul_figures_and_alert_heatmaps(page, screenshots):
     expect(page.locator("#engine-deviations img")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#alert-heatmap img")).to_be_visible(timeout=TIMEOUT_MS)
     settle_and_capture(page, screenshots / "engine_health.png")
+    assert not any(b"word_attention" in body for body in posted), "the report's JSON went back to the server"
 
 
 def test_batch_tab_translates_an_upload_into_a_download(page, screenshots, tmp_path):

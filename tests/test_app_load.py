@@ -10,7 +10,6 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import csv
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,7 @@ import httpx
 import pytest
 import torch
 from gradio_client import Client, handle_file
-from support import launch, load_script, trained, trained_rul
+from support import call_endpoint, launch, load_script, trained, trained_rul
 
 import gradio_app
 from seq2seq.config import SearchConfig
@@ -37,16 +36,7 @@ def recommender(tmp_path_factory) -> Recommender:
 
 def call(http: httpx.Client, url: str, data: list) -> tuple[str, object]:
     """One /recommend call as a program makes it: join the queue, read the event stream; (event, data)."""
-    joined = http.post(f"{url}gradio_api/call/recommend", json={"data": data})
-    if joined.status_code != 200:
-        return str(joined.status_code), (joined.json(), joined.headers.get("retry-after"))
-    kind = payload = None
-    for line in http.get(f"{url}gradio_api/call/recommend/{joined.json()['event_id']}").text.splitlines():
-        if line.startswith("event: "):
-            kind = line[7:]
-        elif line.startswith("data: "):
-            payload = json.loads(line[6:])
-    return kind, payload
+    return call_endpoint(http, url, "recommend", data)
 
 
 def concurrently(url: str, calls: list[list]) -> list[tuple[str, object]]:

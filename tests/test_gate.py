@@ -1,4 +1,5 @@
-"""The service gate: /health outside the queue, and Gradio's "Queue is full" turned into a busy answer."""
+"""The service gate: /health outside the queue, Gradio's "Queue is full" turned into a busy answer, and request
+bodies over their route's cap refused."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pytest
 
 from seq2seq.serving.batcher import retry_after
-from seq2seq.serving.gate import ServiceGate
+from seq2seq.serving.gate import MAX_BODY, UPLOAD_FRAMING, ServiceGate
 
 STATUS = {"status": "ok", "models_loaded": True, "queue": 5, "decoding": 2, "retry_after_s": 3.4}
 
@@ -71,3 +72,146 @@ def test_everything_else_passes_through_unchanged(path, method):
 ])
 def test_retry_after_is_the_time_to_drain_and_never_invites_a_storm_while_passes_are_slow(in_flight, rate, seconds):
     assert retry_after(in_flight, rate) == seconds
+
+
+# -- body caps -------------------------------------------------------------------------------------------------------
+CAP, FILE_SIZE, CHUNK = 1000, 5000, 100  # a small gate: bytes of a JSON body, of an uploaded file, of a chunk
+
+
+class Served:
+    """One request through a gate with CAP and FILE_SIZE in front of an app that reads the whole body, then listens
+    for a disconnect (as a streaming response does), and answers 200: what the client got, how many body bytes the
+    client was asked for, and what the app was given."""
+
+    def __init__(self, path: str, body: bytes, declared: int | None = None, root_path: str = "",
+                 method: str = "POST", file_size: int | None = FILE_SIZE, leaves: bool = False) -> None:
+        """``declared``: the body's Content-Length, None: sent in chunks; ``leaves``: the client goes before the
+        body's end."""
+        self.sent, self.asked, self.app_read, self.app_messages, self.app_heard_next = [], 0, None, [], None
+        headers = [] if declared is None else [(b"content-length", str(declared).encode())]
+        scope = {"type": "http", "path": path, "root_path": root_path, "method": method, "headers": headers}
+        gate = ServiceGate(self.app, lambda: dict(STATUS), max_body=CAP, max_file_size=lambda: file_size)
+        chunks = [body[k:k + CHUNK] for k in range(0, len(body), CHUNK)] or [b""]
+        self.messages = [{"type": "http.request", "body": chunk, "more_body": leaves or k < len(chunks) - 1}
+                         for k, chunk in enumerate(chunks)]
+        asyncio.run(gate(scope, self.receive, self.send))
+
+    async def receive(self):
+        """The body's next chunk, as a server gives it; after the body, or once the client left, a disconnect."""
+        if not self.messages:
+            return {"type": "http.disconnect"}
+        self.asked += len(self.messages[0]["body"])
+        return self.messages.pop(0)
+
+    async def app(self, scope, receive, send):
+        read, more = b"", True
+        while more:
+            message = await receive()
+            self.app_messages.append(message)
+            read += message.get("body", b"")
+            more = message.get("more_body", False)
+        self.app_read, self.app_heard_next = read, await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def send(self, message):
+        self.sent.append(message)
+
+    @property
+    def status(self) -> int:
+        return next(m["status"] for m in self.sent if m["type"] == "http.response.start")
+
+    @property
+    def json(self) -> dict:
+        return json.loads(b"".join(m.get("body", b"") for m in self.sent if m["type"] == "http.response.body"))
+
+
+JSON_ROUTES = ["/gradio_api/call/recommend", "/gradio_api/queue/join", "/gradio_api/run/recommend",
+               "/gradio_api/call/v2/recommend", "/gradio_api/component_server", "/gradio_api/stream/abc"]
+
+
+@pytest.mark.parametrize("path", JSON_ROUTES)
+def test_a_body_declared_over_the_cap_is_refused_at_once_in_one_line_naming_the_cap(path):
+    served = Served(path, b"x" * (CAP + 1), declared=CAP + 1)
+    assert served.status == 413 and served.asked == 0 and served.app_read is None
+    detail = served.json["detail"]
+    assert f"{CAP:,} bytes" in detail and "\n" not in detail
+
+
+def test_a_direct_recommend_body_declared_over_its_cap_is_refused_at_once_in_its_own_error_shape():
+    sent = []
+
+    async def receive():
+        raise AssertionError("the body was read")
+
+    async def send(message):
+        sent.append(message)
+
+    async def recommend(inputs):
+        raise AssertionError("the handler ran")
+
+    gate = ServiceGate(gradio_like, lambda: dict(STATUS), recommend=recommend)
+    scope = {"type": "http", "path": "/api/recommend", "method": "POST",
+             "headers": [(b"content-length", str(MAX_BODY + 1).encode())]}
+    asyncio.run(gate(scope, receive, send))
+    assert sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"]) == {"error": f"request body over {MAX_BODY:,} bytes"}
+
+
+@pytest.mark.parametrize("path", ["/gradio_api/queue/join", "/gradio_api/upload"])
+def test_a_chunked_body_is_cut_off_once_past_the_cap_without_reading_further(path):
+    cap = CAP if path.endswith("join") else FILE_SIZE + UPLOAD_FRAMING
+    served = Served(path, b"x" * cap * 10)
+    assert served.status == 413 and f"{cap:,} bytes" in served.json["detail"]
+    assert cap < served.asked <= cap + CHUNK  # the chunk that passed the cap, and not one more
+    assert served.app_read is None
+
+
+def test_a_chunked_body_within_the_cap_reaches_the_app_whole_then_the_disconnect():
+    body = bytes(range(256)) * 3
+    served = Served("/gradio_api/queue/join", body)
+    assert served.status == 200 and served.app_read == body
+    assert served.app_heard_next == {"type": "http.disconnect"}  # the server's next word reaches the app
+
+
+def test_a_client_leaving_mid_body_is_seen_leaving_by_the_app_not_as_a_short_body():
+    served = Served("/gradio_api/queue/join", b"z" * (CAP // 2), leaves=True)
+    assert served.app_read == b"z" * (CAP // 2)
+    assert served.app_messages[-2]["more_body"] and served.app_messages[-1] == {"type": "http.disconnect"}
+
+
+def test_a_body_of_declared_length_within_the_cap_streams_to_the_app_as_sent():
+    body = b"y" * CAP
+    served = Served("/gradio_api/queue/join", body, declared=CAP)
+    assert served.status == 200 and served.app_read == body
+    assert len(served.app_messages) == CAP // CHUNK  # chunk by chunk, as the server delivered it
+
+
+@pytest.mark.parametrize(("root_path", "path"), [
+    ("", "/gradio_api/upload"), ("", "/gradio_api/process_recording"),
+    ("/maintenance", "/maintenance/gradio_api/upload"),  # mounted, or behind a proxy's root path
+])
+def test_an_upload_route_takes_one_file_of_gradios_size_and_its_framing_but_not_a_byte_more(root_path, path):
+    largest = FILE_SIZE + UPLOAD_FRAMING
+    assert Served(path, b"f" * largest, declared=largest, root_path=root_path).status == 200
+    refused = Served(path, b"f" * (largest + 1), declared=largest + 1, root_path=root_path)
+    assert refused.status == 413 and f"{largest:,} bytes" in refused.json["detail"]
+
+
+@pytest.mark.parametrize(("root_path", "path"), [
+    ("", "/other/gradio_api/upload"),  # not Gradio's upload route: a prefix no mount or proxy declared
+    ("/maintenance", "/gradio_api/upload/more"), ("", "/gradio_api/uploads"),
+])
+def test_only_gradios_upload_routes_take_an_upload_sized_body(root_path, path):
+    assert Served(path, b"f" * (CAP + 1), declared=CAP + 1, root_path=root_path).status == 413
+
+
+def test_uploads_are_left_to_gradio_when_it_takes_files_of_any_size():
+    body = b"f" * (FILE_SIZE + UPLOAD_FRAMING + 1)
+    assert Served("/gradio_api/upload", body, declared=len(body), file_size=None).status == 200
+    assert Served("/gradio_api/queue/join", body, declared=len(body), file_size=None).status == 413
+
+
+def test_health_answers_under_a_root_path_and_bodiless_requests_pass_whatever_the_cap():
+    assert Served("/maintenance/health", b"", method="GET", root_path="/maintenance").json == STATUS
+    assert Served("/", b"", method="GET").status == 200

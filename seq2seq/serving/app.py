@@ -1,29 +1,39 @@
 """The page as a service: Gradio's Blocks launched with the gate and the queue's bounds.
 
 Every launch (the app's, the smoke test's, the tests') answers ``GET /health`` and ``POST
-/api/recommend`` outside Gradio's queue and turns a full queue into "busy, try again in N s"
-(``gate.py``); ``gradio_app.py`` lays the page out inside an ``App``.
+/api/recommend`` outside Gradio's queue, turns a full queue into "busy, try again in N s" and refuses
+request bodies over a cap (``gate.py``); a program calling an endpoint over HTTP may leave its optional
+trailing inputs out (``App.completed``). ``gradio_app.py`` lays the page out inside an ``App``.
 """
 
 from __future__ import annotations
 
+import copy
 import gc
+from typing import Any
 
 import gradio as gr
+from gradio.block_function import BlockFunction
 from gradio.blocks import BlocksConfig
 from starlette.middleware import Middleware
 
-from seq2seq.serving.gate import ServiceGate
+from seq2seq.serving.gate import MAX_BODY, ServiceGate
 from seq2seq.serving.handlers import Handlers
+from seq2seq.serving.requests import refusal
 
 # /recommend calls wait on the event loop for a shared decoder pass (batcher.py), so a shift's worth run
 # at once; beyond them QUEUE_SIZE more wait in Gradio's queue, then "busy" (gate.py). Engine-health and
-# file jobs share QUEUE_CONCURRENCY's default slots.
+# file jobs have a slot each (gradio_app.py); QUEUE_CONCURRENCY is the default of the page's other steps.
 RECOMMEND_CONCURRENCY, QUEUE_CONCURRENCY, QUEUE_SIZE = 128, 2, 256
 MAX_THREADS = RECOMMEND_CONCURRENCY + 32  # Gradio counts every running event against it, coroutines too
 # Sessions whose state (each one's last recommendations) is kept, oldest dropped first: a program calling the
 # HTTP API without a session_hash makes a session per call, and Gradio's default keeps 10,000 of them.
 SESSIONS = 1000
+# Bytes of a request body to Gradio's routes but uploads (gate.py). The page's own requests are small: the steps
+# that draw an answer read its JSON from a State on the server (handlers.recommend), not from the page, which
+# would post it back (up to 13 MB). The largest a program sends, /feedback with every character \u-escaped, is
+# about 180 KB.
+MAX_REQUEST_BODY = MAX_BODY
 
 
 class PageConfig(BlocksConfig):
@@ -60,13 +70,15 @@ class PageConfig(BlocksConfig):
 
 
 class App(gr.Blocks):
-    """The page; launched, it also answers GET /health and POST /api/recommend and turns a full queue into
-    "busy, try again in N s" (seq2seq/serving/gate.py), for every launch: the app's, the smoke test's, the tests'."""
+    """The page; launched, it also answers GET /health and POST /api/recommend, turns a full queue into "busy, try
+    again in N s" and refuses request bodies over a cap (seq2seq/serving/gate.py), for every launch: the app's, the
+    smoke test's, the tests'. A program may leave an endpoint's optional trailing inputs out (``completed``)."""
 
     def __init__(self, handlers: Handlers, recommend_concurrency: int, **kwargs) -> None:
         super().__init__(**kwargs)
         self.handlers, self.recommend_concurrency = handlers, recommend_concurrency
         self.default_config.__class__ = PageConfig  # same fields; remembers block configs once launched
+        self.api_parameters: dict[str, list[dict[str, Any]]] | None = None  # api name -> its inputs, once asked
 
     def launch(self, *args, app_kwargs: dict | None = None, max_threads: int = MAX_THREADS,
                state_session_capacity: int = SESSIONS, show_error: bool = True, **kwargs):
@@ -75,7 +87,8 @@ class App(gr.Blocks):
         the handlers' own errors are readable ``gr.Error``s either way."""
         app_kwargs = dict(app_kwargs or {})
         gate = Middleware(ServiceGate, status=lambda: self.handlers.health(len(self._queue)),
-                          recommend=self.handlers.recommend_direct, limit=self.recommend_concurrency)
+                          recommend=self.handlers.recommend_direct, limit=self.recommend_concurrency,
+                          max_body=MAX_REQUEST_BODY, max_file_size=lambda: self.max_file_size)
         app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), gate]
         # What is loaded by now (torch, Gradio, the models and case memories: some 400,000 objects) lives as long
         # as the app. Left in the collector's sight, every full collection walks it all and stops serving for
@@ -85,3 +98,44 @@ class App(gr.Blocks):
         self.default_config.remember()
         return super().launch(*args, app_kwargs=app_kwargs, max_threads=max_threads,
                               state_session_capacity=state_session_capacity, show_error=show_error, **kwargs)
+
+    async def preprocess_data(self, block_fn: BlockFunction, inputs: list[Any], state, explicit_call: bool = False):
+        """Gradio's preprocessing (its signature), of the inputs ``completed``."""
+        return await super().preprocess_data(block_fn, self.completed(block_fn, inputs), state, explicit_call)
+
+    def completed(self, block_fn: BlockFunction, inputs: list[Any]) -> list[Any]:
+        """An event's inputs as a program sent them, the trailing ones it left out set to their defaults as the API
+        page documents them and gradio_client fills them in; a one-line refusal naming the inputs when a required
+        one is missing or there are too many. Gradio itself fails on a short list with a message of its internals
+        and drops extra inputs unread. The page always sends every input; a ``gr.State`` is the server's, never sent
+        (None in its place, as Gradio's /call/ routes do)."""
+        if len(inputs) == len(block_fn.inputs):
+            return inputs
+        parameters = self.parameters(block_fn)
+        required = max((k + 1 for k, p in enumerate(parameters) if not p.get("parameter_has_default")), default=0)
+        if not required <= len(inputs) <= len(parameters):
+            raise refusal(f"{_takes(block_fn, parameters, required)}; got {len(inputs)}.")
+        # copies: Gradio keeps a session's inputs, which must not be the documented defaults themselves
+        given = iter([*inputs, *(copy.deepcopy(p.get("parameter_default")) for p in parameters[len(inputs):])])
+        return [None if block.skip_api else next(given) for block in block_fn.inputs]
+
+    def parameters(self, block_fn: BlockFunction) -> list[dict[str, Any]]:
+        """The inputs a program sends to ``block_fn``, as Gradio's API info documents them (``parameter_name``,
+        ``parameter_has_default``, ``parameter_default``); an event the API page leaves out has every one required."""
+        if self.api_parameters is None:  # after launch, when the page no longer changes
+            endpoints = self.get_api_info(all_endpoints=True)["named_endpoints"]
+            self.api_parameters = {name.removeprefix("/"): info["parameters"] for name, info in endpoints.items()}
+        documented = self.api_parameters.get(block_fn.api_name)
+        if documented is not None:
+            return documented
+        return [{"parameter_name": getattr(block, "label", None) or type(block).__name__}
+                for block in block_fn.inputs if not block.skip_api]
+
+
+def _takes(block_fn: BlockFunction, parameters: list[dict[str, Any]], required: int) -> str:
+    """E.g. "/recommend takes 1 to 4 inputs (text; optional: translator, beam_size, n_best)"."""
+    names = [p.get("parameter_name") or p["label"] for p in parameters]
+    count = f"{required} to {len(names)}" if required < len(names) else f"{len(names)}"
+    optional = f"optional: {', '.join(names[required:])}" if required < len(names) else ""
+    listed = "; ".join(part for part in (", ".join(names[:required]), optional) if part)
+    return f"/{block_fn.api_name or block_fn.name} takes {count} inputs" + (f" ({listed})" if listed else "")

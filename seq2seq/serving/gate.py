@@ -1,5 +1,5 @@
-"""What the app answers before Gradio sees a request: ``GET /health``, ``POST /api/recommend``, and
-"busy" in words when full.
+"""What the app answers before Gradio sees a request: ``GET /health``, ``POST /api/recommend``, "busy" in words
+when full, and "too large" for a request body over its route's cap.
 
 An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceGate, status=...)]})``):
 
@@ -14,7 +14,13 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
   ``/recommend`` returns, or ``{"error": "..."}`` (HTTP 400) for bad input. It awaits the same handler
   and micro-batcher, at most ``limit`` at once (beyond: the busy answer), without
   Gradio's queue, event stream and per-call session: for programs that send many requests, where
-  those cost more than the decoding (docs/serving.md measures both ways).
+  those cost more than the decoding (docs/serving.md measures both ways);
+- a request body over its route's cap gets HTTP 413 and a one-line JSON error naming the cap: at once
+  when its ``Content-Length`` says so, else (a chunked body) once the part read passes the cap, never
+  reading more. Gradio reads any body its JSON routes get whole into memory, and holds the non-file
+  fields of an upload in memory too (it caps only each uploaded file), so every route is capped:
+  ``/api/recommend`` at MAX_BODY, Gradio's upload routes at one file of Gradio's ``max_file_size``,
+  the rest at ``max_body``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ Scope, Message = dict[str, Any], dict[str, Any]
 Receive, Send = Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]
 HEALTH_PATH, RECOMMEND_PATH = "/health", "/api/recommend"
 MAX_BODY = 1 << 20  # bytes of a POST /api/recommend body (the handler's own limit on alerts is far lower)
+# Gradio 6's multipart routes (gradio/routes.py), which stream files to its cache: /upload gets one file a request
+# from this page (each upload box takes one) and from gradio_client (one per handle_file); /process_recording one
+# microphone recording.
+UPLOAD_PATHS = ("/gradio_api/upload", "/gradio_api/process_recording")
+UPLOAD_FRAMING = 64 << 10  # bytes around an upload's file: multipart boundaries and part headers (8 KiB each at most)
 
 
 class Refused(Exception):
@@ -36,15 +47,19 @@ class Refused(Exception):
 
 
 class ServiceGate:
-    """ASGI middleware: the health route and a readable "busy" answer; everything else passes through."""
+    """ASGI middleware: the health route, a readable "busy" answer and capped request bodies; everything else passes
+    through. ``max_body``: the cap on bodies of Gradio's routes but uploads; ``max_file_size``: Gradio's cap on one
+    uploaded file (bytes, None for none), read per request because Gradio sets it as it launches."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], status: Callable[[], dict],
-                 recommend: Callable[[Any], Awaitable[dict]] | None = None, limit: int = 1) -> None:
+                 recommend: Callable[[Any], Awaitable[dict]] | None = None, limit: int = 1,
+                 max_body: int = MAX_BODY, max_file_size: Callable[[], int | None] = lambda: None) -> None:
         self.app, self.status, self.recommend = app, status, recommend
         self.limit, self.running = limit, 0
+        self.max_body, self.max_file_size = max_body, max_file_size
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "").rstrip("/")
+        path = _route_path(scope)
         if scope["type"] != "http":
             await self.app(scope, receive, send)
         elif path == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
@@ -52,16 +67,32 @@ class ServiceGate:
         elif path == RECOMMEND_PATH and self.recommend is not None:
             await self._recommend(scope, receive, send)
         else:
-            await self.app(scope, receive, _BusyAnswer(send, self.status))
+            await self._forward(scope, receive, send, self.body_cap(path))
+
+    def body_cap(self, path: str) -> int | None:
+        """The most bytes a body sent to Gradio's route ``path`` may have; None: any (uploads, if Gradio takes any)."""
+        if path not in UPLOAD_PATHS:
+            return self.max_body
+        file_size = self.max_file_size()
+        return None if file_size is None else file_size + UPLOAD_FRAMING
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, cap: int | None) -> None:
+        """The request to Gradio, unless its body is over ``cap``; Gradio's 503 becomes the busy answer."""
+        capped = await _capped(scope, receive, cap)
+        if capped is None:
+            await _too_large(send, cap, "detail")  # as Gradio's routes name their errors
+        else:
+            await self.app(scope, capped, _BusyAnswer(send, self.status))
 
     async def _recommend(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
             await _respond(send, 405, {"error": f"{RECOMMEND_PATH} takes POST with a JSON body"}, {"allow": "POST"})
             return
-        body = await _body(receive)
-        if body is None:
-            await _respond(send, 413, {"error": f"body over {MAX_BODY:,} bytes"})
+        messages = None if (_content_length(scope) or 0) > MAX_BODY else await _body_messages(receive, MAX_BODY)
+        if messages is None:
+            await _too_large(send, MAX_BODY, "error")
             return
+        body = b"".join(message.get("body", b"") for message in messages)
         try:
             inputs = parse_json(body.decode("utf-8"), dict)["data"]  # a JsonFault for nesting too deep, not a 500
         except (ValueError, TypeError, KeyError):
@@ -97,6 +128,33 @@ class _BusyAnswer:
             await _busy(self.send, self.status())
 
 
+class _Replay:
+    """A ``receive`` that gives the app the messages the gate has read, then whatever the server says next."""
+
+    def __init__(self, messages: list[Message], receive: Receive) -> None:
+        self.messages, self.receive = messages, receive
+
+    async def __call__(self) -> Message:
+        return self.messages.pop(0) if self.messages else await self.receive()
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the app routes by, without a trailing slash: under a mount or a proxy's root path (the server puts
+    it in ``root_path`` and in front of ``path``), what follows it."""
+    path, root = scope.get("path", ""), scope.get("root_path", "")
+    if root and path.startswith(root + "/"):
+        path = path[len(root):]
+    return path.rstrip("/")
+
+
+def _content_length(scope: Scope) -> int | None:
+    """The body size the request declares; None for a body sent in chunks (or no valid declaration)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
 async def _busy(send: Send, state: dict) -> None:
     seconds = max(1, int(state.get("retry_after_s", 1)))
     waiting = state.get("queue", 0) + state.get("decoding", 0)  # queued for a slot, or for a decoder pass
@@ -104,19 +162,35 @@ async def _busy(send: Send, state: dict) -> None:
                    {"retry-after": str(seconds)})
 
 
-async def _body(receive: Receive) -> bytes | None:
-    """The request body, or None past MAX_BODY."""
-    chunks, size, more = [], 0, True
+async def _too_large(send: Send, cap: int, key: str) -> None:
+    """HTTP 413 with ``{key: "request body over N bytes"}``, ``key`` as the route's other errors name theirs."""
+    # The body is left unread, so the connection cannot carry another request.
+    await _respond(send, 413, {key: f"request body over {cap:,} bytes"}, {"connection": "close"})
+
+
+async def _capped(scope: Scope, receive: Receive, cap: int | None) -> Receive | None:
+    """The ``receive`` to give the app for a body of at most ``cap`` bytes (None: any), or None for a longer one:
+    at once when its Content-Length says so; a chunked body is read first, up to the cap, then replayed. A body of
+    declared length streams through: the server delivers exactly that many bytes."""
+    declared = _content_length(scope)
+    if cap is None or declared is not None:
+        return receive if cap is None or declared <= cap else None
+    messages = await _body_messages(receive, cap)
+    return None if messages is None else _Replay(messages, receive)
+
+
+async def _body_messages(receive: Receive, cap: int) -> list[Message] | None:
+    """The messages of the request body as the server gives them, to its last (or the client's leaving); None once
+    the body passes ``cap`` bytes, and nothing more is read."""
+    messages, size, more = [], 0, True
     while more:
         message = await receive()
-        if message["type"] != "http.request":
-            return b""
-        chunks.append(message.get("body", b""))
-        size += len(chunks[-1])
-        if size > MAX_BODY:
+        messages.append(message)
+        size += len(message.get("body", b""))
+        if size > cap:
             return None
-        more = message.get("more_body", False)
-    return b"".join(chunks)
+        more = message["type"] == "http.request" and message.get("more_body", False)
+    return messages
 
 
 async def _respond(send: Send, code: int, payload: dict, headers: dict[str, str] | None = None) -> None:

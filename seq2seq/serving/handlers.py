@@ -33,7 +33,7 @@ from seq2seq.serving.feedback import Feedback, FeedbackStore, ShownRecommendatio
 from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
 from seq2seq.serving.gate import Refused
 from seq2seq.serving.incident_log import read_columns
-from seq2seq.serving.requests import refusal, unit_number, uploaded, user_errors
+from seq2seq.serving.requests import alert_lines, refusal, unit_number, uploaded, user_errors, whole_number
 from seq2seq.serving.views import CONFIDENCE_NOTE, alerts_markdown, engine_json, engine_markdown, recommendation_json
 
 MAX_ALERTS, MAX_CHARS = 50, 10_000  # per /recommend request; files go to the Batch tab
@@ -57,7 +57,7 @@ class JobCancelled(Exception):
 
 
 class Handlers:
-    """The functions behind the events; model calls are the ones that share the "model" slot."""
+    """The functions behind the events; gradio_app.py gives each kind of model call its own slot."""
 
     def __init__(self, translators: dict[str, Recommender], monitor: EngineMonitor | None,
                  engines: list[Engine], feedback: FeedbackStore | None = None, decoder_process: bool = False) -> None:
@@ -76,10 +76,14 @@ class Handlers:
         self.batchers = {name: MicroBatcher(self.decoders.get(name, recommender))
                          for name, recommender in translators.items()}
         self._work = tempfile.TemporaryDirectory(prefix="maintenance-app-")  # removed at exit or close()
+        self.stopping = threading.Event()  # set by close(): running file jobs stop after the chunk they are on
         self.work_dir = Path(self._work.name)
 
     def close(self) -> None:
-        """Stop the micro-batchers and remove the batch results' folder now rather than at exit."""
+        """Stop the file jobs and micro-batchers and remove the batch results' folder now rather than at exit.
+        A file job's thread would otherwise hold the process's exit until its whole file is done (a SIGTERM
+        waited 226 s for a 60,000-row log): longer than a process supervisor waits before it kills."""
+        self.stopping.set()
         for batcher in self.batchers.values():
             batcher.close()
         for decoder in self.decoders.values():
@@ -116,10 +120,9 @@ class Handlers:
     def search(self, recommender: Recommender, beam_size: float | None, n_best: float | None = 1,
                warn: Callable[[str], Any] = gr.Warning) -> SearchConfig:
         """The translator's search defaults with the beam size and n-best asked for (None or 0: its default beam)."""
-        try:
-            beam, n = int(beam_size or recommender.search.beam_size), int(n_best or 1)
-        except (TypeError, ValueError, OverflowError):
-            raise refusal(f"Beam size and n-best must be whole numbers (got {beam_size!r} and {n_best!r}).") from None
+        beam, n = whole_number(beam_size or recommender.search.beam_size), whole_number(n_best or 1)
+        if beam is None or n is None:
+            raise refusal(f"Beam size and n-best must be whole numbers (got {beam_size!r} and {n_best!r}).")
         if not (1 <= beam <= MAX_BEAM and 1 <= n <= MAX_N_BEST):
             raise refusal(f"Beam size must be 1..{MAX_BEAM} and n-best 1..{MAX_N_BEST} (got {beam} and {n}).")
         if n > beam:
@@ -130,7 +133,11 @@ class Handlers:
     # A coroutine: each waiting call costs the event loop a future, not a worker thread (docs/serving.md).
     async def recommend(self, text: str, translator: str | None = None, beam_size: float | None = None,
                         n_best: float | None = None):
-        return await self._recommend(text, translator, beam_size, n_best, gr.Warning)
+        """/recommend: its JSON for the page and the caller, the same JSON again for the page's next step, and
+        the recommendations. The next step reads the JSON from a State: taken from the JSON box, it would
+        come back from the browser in the request (up to 13 MB at beam 10, n-best 5), past the body cap."""
+        data, recommendations = await self._recommend(text, translator, beam_size, n_best, gr.Warning)
+        return data, data, recommendations
 
     async def recommend_direct(self, inputs: Any) -> dict[str, Any]:
         """POST /api/recommend (seq2seq/serving/gate.py): /recommend's inputs as a JSON list, its JSON back;
@@ -146,20 +153,7 @@ class Handlers:
     async def _recommend(self, text: Any, translator: str | None, beam_size: float | None, n_best: float | None,
                          warn: Callable[[str], Any]):
         translator = self.translator_name(translator)
-        if text is not None and not isinstance(text, str):
-            raise refusal(f"Alerts must be text, one per line (got {type(text).__name__}).")
-        alerts = [line.strip() for line in (text or "").splitlines() if line.strip()]
-        if not alerts:
-            raise refusal("Type at least one alert, one per line.")
-        if len(alerts) > MAX_ALERTS or len(text) > MAX_CHARS:
-            raise refusal(f"Too much input: at most {MAX_ALERTS} alerts and {MAX_CHARS:,} characters per "
-                           "request; the Batch tab translates whole files.")
-        for i, alert in enumerate(alerts, 1):
-            try:
-                alert.encode("utf-8")
-            except UnicodeEncodeError as err:  # a JSON "\ud800": no text the tokenizer can take
-                raise refusal(f"Alert {i} is not valid Unicode (a lone surrogate at character {err.start + 1}).") \
-                    from None
+        alerts = alert_lines(text, MAX_ALERTS, MAX_CHARS)
         recommender = self.translator(translator)
         search = self.search(recommender, beam_size, n_best, warn)
         with user_errors():
@@ -217,7 +211,8 @@ class Handlers:
             engine, source = self.pick_engine(unit, upload, file_unit)
             report = self.monitor.analyse(engine, recommender, search)
         self.shown.remember(self.digests[translator], report.recommendations)
-        return engine_json(report, source), report
+        data = engine_json(report, source)
+        return data, data, report  # as /recommend's: the page's next step reads the JSON from a State
 
     def show_engine(self, data: dict[str, Any], report: EngineReport):
         shown = [(k, r) for k, r in enumerate(report.recommendations, 1) if r.candidates]
@@ -237,7 +232,7 @@ class Handlers:
                                progress=gr.Progress()):  # noqa: B008 (Gradio finds the tracker by this default)
         """/translate_file: the job runs in a thread; when its event is cancelled (the client cancels or leaves),
         the thread stops after the chunk of rows it is on, rather than translating the rest for nobody beside
-        the next job in the slot."""
+        the next file job."""
         upload = uploaded(payload, "The incident log")
         if not upload:
             raise refusal("Upload an incident log first (CSV, TSV, JSONL or TXT).")
@@ -255,6 +250,9 @@ class Handlers:
         def report(done: int, total: int | None) -> None:  # in the job's thread, after each chunk
             if cancelled.is_set():
                 raise JobCancelled(f"{source.name}: cancelled after {done} rows")
+            if self.stopping.is_set():
+                raise JobCancelled(f"The app is shutting down: {source.name} stopped after {done} rows; send it "
+                                   "again when the app is back.")
             progress((done, total), desc="rows", unit="rows")
 
         with user_errors(upload):
@@ -265,6 +263,8 @@ class Handlers:
             except asyncio.CancelledError:
                 cancelled.set()
                 raise
+            except JobCancelled as stopped:  # not a fault: no traceback in the server's log
+                raise refusal(str(stopped)) from None
         return str(output), summary
 
     # -- feedback ---------------------------------------------------------------------------------

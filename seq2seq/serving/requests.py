@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,32 @@ def user_errors(upload: str | None = None) -> Iterator[None]:
         raise refusal(f"Unexpected {type(err).__name__}: {err}. The app is still running; try again.") from None
 
 
+def alert_lines(text: Any, max_alerts: int, max_chars: int) -> list[str]:
+    """The alerts of a /recommend request, one per non-blank line, stripped; refused in words when there are
+    none, too many, or one no keyboard types (a lone surrogate from a JSON escape, a control character)."""
+    if text is not None and not isinstance(text, str):
+        raise refusal(f"Alerts must be text, one per line (got {type(text).__name__}).")
+    # Lines end at LF, CRLF or a lone CR, as in an incident log (files.line_pieces); str.splitlines would also
+    # split at U+2028, form feeds and the like, which a Batch row keeps inside its alert.
+    lines = (text or "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    alerts = [line.strip() for line in lines if line.strip()]
+    if not alerts:
+        raise refusal("Type at least one alert, one per line.")
+    if len(alerts) > max_alerts or len(text) > max_chars:
+        raise refusal(f"Too much input: at most {max_alerts} alerts and {max_chars:,} characters per request; "
+                      "the Batch tab translates whole files.")
+    for i, alert in enumerate(alerts, 1):
+        try:
+            alert.encode("utf-8")
+        except UnicodeEncodeError as err:  # a JSON "\ud800": no text the tokenizer can take
+            raise refusal(f"Alert {i} is not valid Unicode (a lone surrogate at character {err.start + 1}).") from None
+        control = next((k for k, c in enumerate(alert) if c != "\t" and unicodedata.category(c) == "Cc"), None)
+        if control is not None:  # a program's encoding bug or terminal escapes, shown back to a technician as-is
+            raise refusal(f"Alert {i} holds a control character (U+{ord(alert[control]):04X}) at character "
+                          f"{control + 1}; send plain text.")
+    return alerts
+
+
 class RawPayload(GradioRootModel):
     """The data model of a file input whose events take raw payloads (``preprocess=False``): anything passes, so
     that a wrong payload reaches the handler (``uploaded``) and is refused in words; Gradio's own file model
@@ -61,12 +88,24 @@ def uploaded(payload: Any, what: str) -> str | None:
                   f"{str(payload)[:40]!r}.")
 
 
+def whole_number(value: Any) -> int | None:
+    """A whole number as a slider or dropdown sends it (an int, a float such as 3.0, or its text), None for
+    none; a fraction (2.7), a bool or anything else is None too, for the caller to refuse in its own words:
+    rounding a beam of 2.7 down to 2 would answer a question nobody asked."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return int(number) if number.is_integer() else None  # NaN and infinities are not integers
+
+
 def unit_number(value: Any) -> int | None:
     """An engine unit as a dropdown sends it (a number, or its text), None for none; anything else is refused."""
     if value is None or value == "":
         return None
-    try:
-        return int(float(value))
-    except (TypeError, ValueError, OverflowError):
-        raise refusal(f"An engine unit must be a whole number (got {type(value).__name__} "
-                      f"{str(value)[:40]!r}).") from None
+    unit = whole_number(value)
+    if unit is None:
+        raise refusal(f"An engine unit must be a whole number (got {type(value).__name__} {str(value)[:40]!r}).")
+    return unit

@@ -1,0 +1,49 @@
+"""The checks every UI request goes through (seq2seq/serving/requests.py), without a server."""
+
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+
+from seq2seq.serving.requests import alert_lines, unit_number, whole_number
+
+
+@pytest.mark.parametrize("text, alerts", [
+    ("pump low\r\nvalve stuck\rbelt worn\n\n  egt high  ", ["pump low", "valve stuck", "belt worn", "egt high"]),
+    # Line ends are those of an incident log: these stay inside one alert, as in a Batch row.
+    ("pump\u2028low", ["pump\u2028low"]),
+    ("pump\u2029low\x85", ["pump\u2029low"]),  # NEL at the end is whitespace, stripped like a space
+    ("pump\tlow", ["pump\tlow"]),  # tabs are typed (and pasted from tables)
+])
+def test_alerts_are_the_non_blank_lines_split_as_an_incident_log_splits_them(text, alerts):
+    assert alert_lines(text, 50, 10_000) == alerts
+
+
+@pytest.mark.parametrize("text, message", [
+    ("belt worn\npump \x00low", r"Alert 2 holds a control character \(U\+0000\) at character 6"),
+    ("\x1b[31mpump low", r"Alert 1 holds a control character \(U\+001B\) at character 1"),
+    ("pump\x0blow", r"U\+000B"),
+    ("pump \ud800 low", r"Alert 1 is not valid Unicode \(a lone surrogate at character 6\)"),
+    (" \n \r\n", "Type at least one alert"),
+    (["pump low"], "Alerts must be text"),
+    ("a\n" * 51, "Too much input"),
+])
+def test_alerts_no_keyboard_types_are_refused_in_one_line_naming_the_alert(text, message):
+    with pytest.raises(gr.Error, match=message) as refused:
+        alert_lines(text, 50, 10_000)
+    assert "\n" not in refused.value.message
+
+
+@pytest.mark.parametrize("value, number", [
+    (3, 3), (3.0, 3), ("3", 3), ("3.0", 3), (-1, -1),
+    (2.7, None), ("2.5", None), (True, None), (float("nan"), None), (float("inf"), None), ("many", None),
+    ([3], None), (None, None),
+])
+def test_a_whole_number_is_never_rounded_from_a_fraction(value, number):
+    assert whole_number(value) == number
+
+
+def test_an_engine_unit_with_a_fraction_is_refused_not_truncated():
+    assert unit_number(None) is None and unit_number("") is None and unit_number(7.0) == 7
+    with pytest.raises(gr.Error, match="An engine unit must be a whole number"):
+        unit_number(1.5)
