@@ -166,13 +166,13 @@ def _alerts_tab(h: Handlers, concurrency: int) -> None:
     plots = plot_slots(MAX_N_BEST, "Alignment of the shown recommendation", "Alternative", "heatmap")
     with gr.Accordion("JSON, as /recommend returns it", open=False):
         data = gr.JSON(elem_id="recommend-json")
-    answer, recommendations = gr.State(), gr.State()
+    shown_summary, recommendations = gr.State(), gr.State()
     # preprocess=False: the handler gets what a program sent and checks it (a Textbox would pass str(payload),
     # reading a list as its repr).
-    shown = button.click(h.recommend, [text, translator, beam, n_best], [data, answer, recommendations],
+    shown = button.click(h.recommend, [text, translator, beam, n_best], [data, shown_summary, recommendations],
                          api_name="recommend", concurrency_limit=concurrency, concurrency_id="recommend",
                          preprocess=False).success(
-        h.show_recommendations, [answer, recommendations, level], [summary, choice, *plots],
+        h.show_recommendations, [shown_summary, recommendations, level], [summary, choice, *plots],
         api_name="show_recommendations", api_visibility="private")
     feedback_choice, answered = _verdict_panel(h, "alerts")
     shown.success(h.feedback_targets, [recommendations], [feedback_choice, answered],
@@ -198,13 +198,13 @@ def _engine_tab(h: Handlers) -> None:
     plots = plot_slots(ENGINE_ALERTS, "Alert 1: recommendation and alignment", "Alert", "alert-heatmap")
     with gr.Accordion("JSON, as /engine_health returns it", open=False):
         data = gr.JSON()
-    answer, report = gr.State(), gr.State()
+    shown_summary, report = gr.State(), gr.State()
     upload.change(h.file_units, [upload], [file_unit], api_name="file_units", api_visibility="private",
                   preprocess=False)
-    shown = button.click(h.engine_health, [unit, upload, file_unit, translator], [data, answer, report],
+    shown = button.click(h.engine_health, [unit, upload, file_unit, translator], [data, shown_summary, report],
                          api_name="engine_health", concurrency_limit=ENGINE_CONCURRENCY, concurrency_id="engine",
                          preprocess=False).success(
-        h.show_engine, [answer, report], [summary, attention, deviations, *plots], api_name="show_engine",
+        h.show_engine, [shown_summary, report], [summary, attention, deviations, *plots], api_name="show_engine",
         api_visibility="private")
     feedback_choice, answered = _verdict_panel(h, "engine")
     shown.success(lambda r: h.feedback_targets(r.recommendations), [report], [feedback_choice, answered],

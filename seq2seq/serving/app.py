@@ -30,9 +30,9 @@ MAX_THREADS = RECOMMEND_CONCURRENCY + 32  # Gradio counts every running event ag
 # HTTP API without a session_hash makes a session per call, and Gradio's default keeps 10,000 of them.
 SESSIONS = 1000
 # Bytes of a request body to Gradio's routes but uploads (gate.py). The page's own requests are small: the steps
-# that draw an answer read its JSON from a State on the server (handlers.recommend), not from the page, which
-# would post it back (up to 13 MB). The largest a program sends, /feedback with every character \u-escaped, is
-# about 180 KB.
+# that draw an answer read its summary from a State on the server (handlers.recommend), not its JSON from the
+# page, which would post it back (up to 13 MB). The largest a program sends, /feedback with every character
+# \u-escaped, is about 180 KB.
 MAX_REQUEST_BODY = MAX_BODY
 
 

@@ -133,11 +133,12 @@ class Handlers:
     # A coroutine: each waiting call costs the event loop a future, not a worker thread (docs/serving.md).
     async def recommend(self, text: str, translator: str | None = None, beam_size: float | None = None,
                         n_best: float | None = None):
-        """/recommend: its JSON for the page and the caller, the same JSON again for the page's next step, and
-        the recommendations. The next step reads the JSON from a State: taken from the JSON box, it would
-        come back from the browser in the request (up to 13 MB at beam 10, n-best 5), past the body cap."""
+        """/recommend: its JSON for the page and the caller, the page's summary of it, and the recommendations.
+        The next step shows the summary from a State: made from the JSON box, the JSON would come back from
+        the browser in the request (up to 13 MB at beam 10, n-best 5), past the body cap; a State of the JSON
+        itself would keep that much per session."""
         data, recommendations = await self._recommend(text, translator, beam_size, n_best, gr.Warning)
-        return data, data, recommendations
+        return data, alerts_markdown(data["alerts"]), recommendations
 
     async def recommend_direct(self, inputs: Any) -> dict[str, Any]:
         """POST /api/recommend (seq2seq/serving/gate.py): /recommend's inputs as a JSON list, its JSON back;
@@ -168,9 +169,9 @@ class Handlers:
                 "alerts": [recommendation_json(r) for r in recommendations]}
         return data, recommendations
 
-    def show_recommendations(self, data: dict[str, Any], recommendations: list[Recommendation], level: str):
+    def show_recommendations(self, summary: str, recommendations: list[Recommendation], level: str):
         choices = [(f"{i + 1}. {r.alert}", i) for i, r in enumerate(recommendations)]
-        return [alerts_markdown(data["alerts"]), gr.Dropdown(choices=choices, value=0),
+        return [summary, gr.Dropdown(choices=choices, value=0),
                 *self.show_alert(recommendations, 0, level)]
 
     def show_alert(self, recommendations: list[Recommendation] | None, index: int | None, level: str = LEVELS[0]):
@@ -212,14 +213,14 @@ class Handlers:
             report = self.monitor.analyse(engine, recommender, search)
         self.shown.remember(self.digests[translator], report.recommendations)
         data = engine_json(report, source)
-        return data, data, report  # as /recommend's: the page's next step reads the JSON from a State
+        return data, engine_markdown(data), report  # as /recommend's: the next step shows the summary from a State
 
-    def show_engine(self, data: dict[str, Any], report: EngineReport):
+    def show_engine(self, summary: str, report: EngineReport):
         shown = [(k, r) for k, r in enumerate(report.recommendations, 1) if r.candidates]
         labels = [f"Alert {k}: {r.alert}" for k, r in shown]
         figures = [heatmap_figure(r.source_pieces, r.candidates[0], f"{label}\n{r.candidates[0].text}")
                    for label, (_, r) in zip(labels, shown, strict=True)]
-        return [engine_markdown(data), attention_figure(report), deviation_figure(report),
+        return [summary, attention_figure(report), deviation_figure(report),
                 *plot_updates(figures, ENGINE_ALERTS, labels)]
 
     def column_choices(self, payload: Any):
