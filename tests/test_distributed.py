@@ -11,17 +11,20 @@ import os
 import shutil
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 from support import TINY_PAIRS, CliResult, TinyData, file_states, run_cli, tiny_data, train_args, trained, tsv
+from torch.nn.parallel import DistributedDataParallel
 
 from seq2seq.checkpoint import load_model
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, from_dict
 from seq2seq.corpus import read_parallel
 from seq2seq.data import ParallelDataset, TokenBatchSampler
-from seq2seq.distributed import World
+from seq2seq.distributed import World, close
 from seq2seq.errors import ConfigError
 from seq2seq.recommender import Recommender
 from seq2seq.runs import build_trainer
@@ -190,3 +193,20 @@ def test_a_destination_refused_by_rank_0_ends_every_process_with_the_same_line(t
     assert "ChildFailedError" in result.stderr  # torchrun's own report that its processes exited with an error
     assert file_states(source) == before
     assert sorted(path.name for path in tmp_path.iterdir()) == ["alerts.tsv"]  # no part, output or record
+
+
+def test_closing_the_group_first_frees_a_ddp_model_left_as_cyclic_garbage(tmp_path):
+    """A trainer and its DDP model refer to each other, so the model outlives its function until a collection.
+    Freed only at the interpreter's exit, after the group, it tore Gloo's threads down mid-finalisation and the
+    process aborted now and then ("terminate called without an active exception")."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        holder: dict = {"model": DistributedDataParallel(torch.nn.Linear(2, 2))}
+        holder["self"] = holder  # the cycle
+        model = weakref.ref(holder["model"])
+        del holder
+        close()
+        assert model() is None and not dist.is_initialized()
+    finally:
+        if dist.is_initialized():  # the rest of the session runs without a group
+            dist.destroy_process_group()
