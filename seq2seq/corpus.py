@@ -20,15 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seq2seq.errors import DataError
-from seq2seq.files import (
-    choose_column,
-    csv_records,
-    field_count_error,
-    json_objects,
-    read_lines,
-    string_value,
-    tsv_records,
-)
+from seq2seq.files import choose_column, csv_records, field_count_error, read_lines, tsv_records
+from seq2seq.jsonl import json_records, string_value
 from seq2seq.tokenizer import normalize
 
 EMBEDDED_DATA = Path(__file__).resolve().parent.parent / "data"
@@ -130,7 +123,7 @@ def _read_table(path: Path, tsv: bool, source_column: str | None, target_column:
 
 def _read_jsonl(path: Path, source_key: str | None, target_key: str | None) -> Iterator[tuple[int, str, str]]:
     keys = None
-    for number, record in json_objects(path, read_lines(path)):
+    for number, record, _ in json_records(path, read_lines(path)):
         where = f"{path}: line {number}"
         if keys is None:  # the first record chooses the keys; every other record must have them
             source = choose_column(list(record), source_key, SOURCE_NAMES, where, "key")

@@ -1,4 +1,4 @@
-"""The one reader of user files: bytes to lines, UTF-8 faults, column choice, CSV/TSV/JSONL records.
+"""The one reader of user files: bytes to lines, UTF-8 faults, column choice, CSV/TSV records.
 
 Every file a user hands in (a training corpus, an incident log, a C-MAPSS history) is read
 through these functions, so the same fault gets the same one-line message wherever it occurs,
@@ -11,7 +11,7 @@ Formats:
   text/tab-separated-values convention: MaintNet fields such as ``BOLT 1/2" LOOSE`` hold bare
   quotes, which csv quoting would swallow together with every line after them).
 - CSV: standard quoting; a quoted field may hold commas, quotes and line breaks.
-- JSONL: one JSON object per line.
+- JSONL: one JSON object per line (``seq2seq/jsonl.py`` reads the records from these lines).
 
 Blank lines are not records in any of them. A lone carriage return (old Mac files) ends a line for
 ``read_lines`` and in TXT incident logs, as on stdin, however big the file (``bounded_lines``); in a CSV,
@@ -29,15 +29,12 @@ from __future__ import annotations
 
 import codecs
 import csv
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
 from seq2seq.errors import DataError, file_error, shown
-from seq2seq.jsontext import JsonFault, parse_json
 
 BYTES_KEPT = "surrogateescape"  # codec error handler: a byte that is not UTF-8 is read and written back as it was
 MAX_LINE_BYTES = 1 << 17  # csv's own field limit: far beyond any alert, and it bounds the memory of a line
@@ -255,66 +252,3 @@ def _csv_fault(err: csv.Error) -> str:
 def field_count_error(path: Path, line: int, expected: int, found: int, tsv: bool) -> DataError:
     kind = "tab-separated" if tsv else "comma-separated"
     return DataError(f"{path}: line {line}: expected {expected} {kind} fields, found {found}")
-
-
-def json_type(value: object) -> str:
-    """How an error message names a JSON value's type: "an object", "a number", "null", ..."""
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
-
-
-def json_objects(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for every non-blank JSON line; a line that is not a JSON object (``json_record``)
-    is a DataError."""
-    for number, line in enumerate(lines, 1):
-        record = json_record(line, f"{path}: line {number}")
-        if record is not None:
-            yield number, record
-
-
-def json_record(line: str, where: str) -> dict | None:
-    """The JSON object on one ``line``, None for a blank line; ``where`` names the line in a DataError for one
-    that is not a JSON object (``parse_json``), holds a lone surrogate or a lone carriage return (which JSON
-    takes for a space, and a reader of lines for a line break)."""
-    if not line.strip():
-        return None
-    if "\r" in line.rstrip("\r\n"):
-        raise DataError(f"{where}: {LONE_CR}")
-    try:
-        record = parse_json(line, partial(_object, where=where))
-    except JsonFault as err:
-        raise DataError(f"{where}: invalid JSON ({err.words})") from None
-    if not isinstance(record, dict):
-        raise DataError(f"{where}: expected a JSON object, found {json_type(record)}")
-    _check_escapes(line, record, where)
-    return record
-
-
-def _check_escapes(line: str, record: dict, where: str) -> None:
-    """DataError when a UTF-8 line's object holds a lone surrogate, written as an escape such as ``\\ud800``:
-    half of a character, no text; it could be neither translated nor written back as UTF-8."""
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        return  # bytes that are not UTF-8, kept as they were: that row is flagged already (decode_line)
-    try:
-        json.dumps(record, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise DataError(f"{where}: the escape {err.object[err.start]!a} is half of a character (a lone "
-                        "surrogate), not text") from None
-
-
-def _object(pairs: list[tuple[str, object]], where: str) -> dict:
-    """A JSON object whose keys are distinct: json would keep the last of two equal keys without a word."""
-    check_distinct_names([key for key, _ in pairs], where, "key")
-    return dict(pairs)
-
-
-def string_value(record: dict, key: str) -> tuple[str | None, str]:
-    """(text, problem) of ``record[key]``: null reads as "", a missing key or a non-string is a problem."""
-    if key not in record:
-        return None, f"no key {key!r}"
-    value = record[key]
-    if value is not None and not isinstance(value, str):
-        return None, f"{key!r} must be a string, found {json_type(value)}"
-    return value or "", ""

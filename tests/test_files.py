@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from seq2seq.cli.translate import input_chunks
 from seq2seq.errors import DataError
-from seq2seq.files import LONE_CR, MAX_LINE_BYTES, LongLine, bounded_lines, json_record, line_pieces, read_lines
+from seq2seq.files import LONE_CR, MAX_LINE_BYTES, LongLine, bounded_lines, line_pieces, read_lines
+from seq2seq.jsonl import json_record
 
 OLD_MAC_LOG = b"".join(b"alert %d pump low\r" % n for n in range(2 * MAX_LINE_BYTES // 16))  # no LF at all
 

@@ -18,7 +18,8 @@ from support import assert_one_line_error, file_states, run_cli, trained, traine
 from seq2seq.checkpoint import read_checkpoint
 from seq2seq.corpus import read_parallel
 from seq2seq.errors import CheckpointError, DataError
-from seq2seq.files import MAX_LINE_BYTES, json_objects, read_lines
+from seq2seq.files import MAX_LINE_BYTES, read_lines
+from seq2seq.jsonl import json_records
 from seq2seq.jsontext import MAX_JSON_DEPTH
 from seq2seq.serving.feedback import Feedback, FeedbackStore
 from seq2seq.serving.incident_log import count_rows, open_log, read_columns, read_rows
@@ -44,14 +45,14 @@ def rows_of(path: Path, fmt: str) -> tuple[int, list]:
 def test_a_jsonl_line_json_cannot_hold_or_write_back_is_refused_naming_the_line(tmp_path, line, words):
     path = tmp_path / "x.jsonl"
     with pytest.raises(DataError) as caught:
-        list(json_objects(path, ['{"source": "fine"}', "", line]))
+        list(json_records(path, ['{"source": "fine"}', "", line]))
     assert str(caught.value).startswith(f"{path}: line 3: ") and words in str(caught.value)
     assert "\n" not in str(caught.value)
 
 
 def test_ordinary_json_numbers_are_read_as_json_reads_them(tmp_path):
     line = '{"source": "a", "f": 0.1, "e": 1e300, "i": 123456789012345678901234567890, "n": -0, "d": [[1]]}'
-    assert [record for _, record in json_objects(tmp_path / "x.jsonl", [line])] == [json.loads(line)]
+    assert [record for _, record, _ in json_records(tmp_path / "x.jsonl", [line])] == [json.loads(line)]
 
 
 # -- line endings ---------------------------------------------------------------------------------------------

@@ -29,13 +29,12 @@ from seq2seq.files import (
     csv_records,
     decode_line,
     field_count_error,
-    json_record,
     line_pieces,
     open_binary,
     split_tsv,
-    string_value,
     tsv_records,
 )
+from seq2seq.jsonl import json_records, string_value
 
 FORMATS = ("csv", "tsv", "jsonl", "txt")
 ALERT_COLUMNS = ("source", "problem")  # the default alert column, in order of preference
@@ -177,7 +176,7 @@ def _txt_rows(lines: Iterator[str], bad: dict[int, str]) -> Iterator[Row]:
 
 def _read_jsonl(file: BinaryIO, path: Path, lines: Iterator[str], bad: dict[int, str],
                 key: str | None) -> tuple[list[str], Iterator[Row]]:
-    records = _json_records(path, lines)
+    records = json_records(path, lines)
     first = next(records, None)
     if first is None:
         return [], iter(())
@@ -202,14 +201,6 @@ def _read_jsonl(file: BinaryIO, path: Path, lines: Iterator[str], bad: dict[int,
             yield Row(number, line, record, None if error else value, error, text)
 
     return keys, rows()
-
-
-def _json_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict, str]]:
-    """(line number, object, line) of each non-blank line; a line that is no JSON object is a DataError."""
-    for number, line in enumerate(lines, 1):
-        record = json_record(line, f"{path}: line {number}")
-        if record is not None:
-            yield number, record, line
 
 
 def _alert_key_check(path: Path, first: int, keys: list[str], chosen: str) -> Callable[[int, dict], None]:
@@ -241,7 +232,7 @@ def _look_ahead(file: BinaryIO, path: Path, check: Callable[[int, dict], None]) 
     where = file.tell()
     file.seek(0)
     try:
-        records = _json_records(path, _lines(file, "jsonl", {}))
+        records = json_records(path, _lines(file, "jsonl", {}))
         while True:
             try:
                 found = next(records, None)

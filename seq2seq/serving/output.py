@@ -126,7 +126,7 @@ def _cell(value: Any, text: str | None = None) -> str:
 
 
 def _member_texts(line: str) -> dict[str, str]:
-    """The text of each member's value in ``line``, a JSON object ``files.json_record`` has read."""
+    """The text of each member's value in ``line``, a JSON object ``jsonl.json_record`` has read."""
     decoder, texts = json.JSONDecoder(), {}
     at = _SPACE.match(line, line.index("{") + 1).end()
     while line[at] == '"':
