@@ -8,7 +8,7 @@ format unless its own extension names another:
   ``seq2seq.corpus`` reads it). A tab or line break in a field written to TSV (possible only when
   the input is CSV or JSONL) is written as a space.
 - ``jsonl``: one JSON object per line; each is written back as its own text, every value as it was written
-  (``output.Layout``), with the new keys added. When no alert key is named, the rule (source, problem,
+  (``layout.Layout``), with the new keys added. When no alert key is named, the rule (source, problem,
   the only key) must take the same key over the whole log as over its first record, or the file is refused.
 - ``txt``: one alert per line (its column is ``source`` in other output formats). As output: one
   recommendation per line (``text<TAB>score`` pairs with n-best > 1, as on stdout), an empty line
@@ -53,7 +53,8 @@ from seq2seq.serving.destinations import (
     record_path,
 )
 from seq2seq.serving.incident_log import FORMATS, Row, count_rows, format_of, open_log, read_rows
-from seq2seq.serving.output import Layout, Sinks, check_new_outputs, row_error
+from seq2seq.serving.layout import Layout, row_error
+from seq2seq.serving.output import Sinks, check_new_outputs
 
 
 @dataclass(frozen=True)

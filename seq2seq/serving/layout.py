@@ -1,0 +1,138 @@
+"""How a file job writes each row in the output format: the input's fields as they were, then the added ones.
+
+Every added field follows ``seq2seq.serving.batch``'s module docstring; TSV output splits on tabs as
+``seq2seq.files`` reads it, so a field never holds a tab or a line break (they are written as spaces).
+``output.Sinks`` appends what a ``Layout`` writes to the files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import re
+import sys
+from json.decoder import scanstring
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from seq2seq.errors import DataError
+from seq2seq.recommender import Recommendation
+from seq2seq.serving.incident_log import Row
+
+_LINE_BREAKS = re.compile(r"[\t\r\n]")
+_JSON_SPACE = " \t\r\n"  # what JSON allows between tokens
+_SPACE = re.compile(f"[{_JSON_SPACE}]*")
+
+
+def row_error(row: Row, result: Recommendation | None) -> str:
+    """The row's ``error`` field: why it has no recommendation, or its truncation warning; "" when fine."""
+    return row.error or (result.warning if result and result.warning else "")
+
+
+class Layout:
+    """How rows are written in the output format: the header and each row with its added fields."""
+
+    def __init__(self, input_path: Path, fmt: str, columns: list[str], n_best: int) -> None:
+        self.input_path, self.fmt, self.columns, self.n_best = input_path, fmt, columns, n_best
+        self.known = set(columns)
+        pairs = [("recommendation", "score")] + [(f"recommendation_{k}", f"score_{k}") for k in range(2, n_best + 1)]
+        self.added = [*itertools.chain.from_iterable(pairs), "trust", "verdict", "similar_action", "error"]
+        clash = [name for name in self.added if name in self.known]
+        if clash and fmt != "txt":
+            raise DataError(f"{input_path}: already has a column {clash[0]!r}, which the result adds; rename it")
+        if fmt == "jsonl" and len(self.known) < len(columns):
+            raise DataError(f"{input_path}: repeated column names; JSONL output needs distinct keys")
+
+    def header_text(self) -> str:
+        return self._table([[*self.columns, *self.added]]) if self.fmt in ("csv", "tsv") else ""
+
+    def rows_text(self, rows: list[Row], results: list[Recommendation | None]) -> str:
+        pairs = zip(rows, results, strict=True)
+        if self.fmt == "txt":
+            return "".join(self._txt_line(row, result) for row, result in pairs)
+        if self.fmt == "jsonl":
+            return "".join(self._json_line(row, result) for row, result in pairs)
+        return self._table([self._fields(row, result) for row, result in pairs])
+
+    def _added(self, row: Row, result: Recommendation | None) -> list[str | float | None]:
+        """recommendation, score, recommendation_2, score_2, ..., trust, verdict, similar_action (the action of
+        the most similar past case), error; "" and None where there is none."""
+        found = [(candidate.text, round(candidate.score, 4)) for candidate in result.candidates] if result else []
+        padded = (found + [("", None)] * self.n_best)[:self.n_best]
+        judged: list[str | float | None] = [None, "", ""]
+        if result is not None and result.trust is not None:
+            judged = [round(result.trust, 4), result.verdict or "", result.similar[0].action if result.similar else ""]
+        return [*itertools.chain.from_iterable(padded), *judged, row_error(row, result)]
+
+    def _fields(self, row: Row, result: Recommendation | None) -> list[str]:
+        values = row.values
+        if isinstance(values, dict):
+            extra = next((key for key in values if key not in self.known), None)
+            if extra is not None:
+                raise DataError(f"{self.input_path}: line {row.line}: key {extra!r} is not in the first object, so "
+                                f"{self.fmt} output has no column for it (write .jsonl output to keep every key)")
+            texts = _member_texts(row.text) if row.text else {}
+            values = [_cell(values.get(key), texts.get(key)) for key in self.columns]
+        added = self._added(row, result)
+        return [*values, *(f"{value:.4f}" if isinstance(value, float) else _cell(value) for value in added)]
+
+    def _json_line(self, row: Row, result: Recommendation | None) -> str:
+        """The row as one JSON line, the added keys last. A JSONL record is written as its own text with them
+        added, so each of its fields comes back exactly as it was: json would write 0.10000000000000000555 back
+        as 0.1, 1E5 as 100000.0 and -0 as 0."""
+        values = row.values
+        if not isinstance(values, dict):
+            values = dict(zip(self.columns, values, strict=True))
+        clash = next((key for key in self.added if key in values), None)
+        if clash is not None:  # the first object's keys were checked when the job began; this is a later one
+            raise DataError(f"{self.input_path}: line {row.line}: already has a key {clash!r}, which the result adds; "
+                            "rename it")
+        record = (row.text or json.dumps(values, ensure_ascii=False)).strip(_JSON_SPACE)
+        added = json.dumps(dict(zip(self.added, self._added(row, result), strict=True)), ensure_ascii=False)
+        return record.removesuffix("}").rstrip(_JSON_SPACE) + (", " if values else "") + added.removeprefix("{") + "\n"
+
+    def _txt_line(self, row: Row, result: Recommendation | None) -> str:
+        error = row_error(row, result)
+        if error:  # above a progress bar on stderr, never after its text on the same line
+            tqdm.write(f"warning: {self.input_path}: line {row.line}: {error}", file=sys.stderr)
+        candidates = result.candidates if result else []
+        if self.n_best == 1:
+            return _one_line(candidates[0].text if candidates else "") + "\n"
+        return "\t".join(f"{_one_line(c.text)}\t{c.score:.4f}" for c in candidates) + "\n"
+
+    def _table(self, records: list[list[str]]) -> str:
+        if self.fmt == "tsv":
+            return "".join("\t".join(_one_line(field) for field in record) + "\n" for record in records)
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(records)
+        return buffer.getvalue()
+
+
+def _cell(value: Any, text: str | None = None) -> str:
+    """A JSON value as a table field: strings as they are, null as empty, anything else as JSON, as ``text``
+    (its text in the input) when given."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    return text or json.dumps(value, ensure_ascii=False)
+
+
+def _member_texts(line: str) -> dict[str, str]:
+    """The text of each member's value in ``line``, a JSON object ``jsonl.json_record`` has read."""
+    decoder, texts = json.JSONDecoder(), {}
+    at = _SPACE.match(line, line.index("{") + 1).end()
+    while line[at] == '"':
+        key, at = scanstring(line, at + 1)
+        start = _SPACE.match(line, _SPACE.match(line, at).end() + 1).end()  # past the colon
+        end = decoder.raw_decode(line, start)[1]
+        texts[key] = line[start:end]
+        at = _SPACE.match(line, end).end()
+        at = _SPACE.match(line, at + 1).end() if line[at] == "," else at
+    return texts
+
+
+def _one_line(text: str) -> str:
+    return _LINE_BREAKS.sub(" ", text)
