@@ -4,8 +4,13 @@ Every message names the problem and where it is (file, line, column or key), e.g
 ``data/x.tsv: line 17: expected 3 tab-separated fields, found 2``.
 """
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+# Control characters (Unicode's Cc) but the tab and the line breaks a multi-line text holds: a NUL, an ANSI escape
+# (ESC), a C1 code. No keyboard types them; a program's post could, and a terminal or an export would carry them.
+CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 class Seq2SeqError(Exception):
@@ -29,6 +34,20 @@ def shown(text: str) -> str:
     print as itself (an ANSI escape, a carriage return, a bell, a C1 code, a bidirectional override) is
     written as its Python escape, e.g. ``\\x1b``, so a file cannot rewrite the user's screen."""
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def typed_text_fault(text: str) -> str | None:
+    """Why ``text`` sent to the app is not text a person typed, with the character where it goes wrong, e.g. "holds
+    a control character (U+001B) at character 4; ..."; None when it is. A lone surrogate (a JSON ``"\\ud800"``)
+    is half a character that no tokenizer or UTF-8 file can take; a control character is in ``CONTROLS``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"is not valid Unicode (a lone surrogate at character {err.start + 1})"
+    if control := CONTROLS.search(text):
+        return (f"holds a control character (U+{ord(control.group()):04X}) at character {control.start() + 1}; "
+                "tabs and line breaks are the only ones accepted")
+    return None
 
 
 def file_error(path: object, err: OSError) -> DataError:

@@ -20,7 +20,6 @@ holding other tables, is refused rather than altered.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -28,7 +27,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from seq2seq.errors import DataError, shown
+from seq2seq.errors import CONTROLS, DataError, shown, typed_text_fault
 from seq2seq.recommender import Recommendation
 
 VERDICTS = ("right", "wrong")
@@ -36,9 +35,6 @@ MAX_TEXT = 10_000  # characters of an alert, recommendation or correction
 MAX_NAME = 200  # characters of a technician's name
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's lock before giving up
 SHOWN_KEPT = 10_000  # recent recommendations an app remembers, to store the score and trust feedback refers to
-# Control characters (Unicode's Cc) but the tab and the line breaks a multi-line text holds: a NUL, an ANSI escape
-# (ESC), a C1 code. A program's post could store them, and an export or a terminal would carry them out.
-CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # version 1
@@ -96,14 +92,8 @@ class Feedback:
                 raise DataError(f"feedback: {name} must be text, got {type(value).__name__}")
             if len(value) > limit:
                 raise DataError(f"feedback: {name} is {len(value):,} characters, at most {limit:,} are kept")
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as err:
-                raise DataError(f"feedback: {name} is not valid Unicode (a lone surrogate at character "
-                                f"{err.start + 1})") from None
-            if control := CONTROLS.search(value):
-                raise DataError(f"feedback: {name} holds a control character (U+{ord(control.group()):04X}) at "
-                                f"character {control.start() + 1}; tabs and line breaks are the only ones accepted")
+            if fault := typed_text_fault(value):
+                raise DataError(f"feedback: {name} {fault}")
             texts[name] = value
         if verdict not in VERDICTS:
             got = shown(verdict) if isinstance(verdict, str) else type(verdict).__name__

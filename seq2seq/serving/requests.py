@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import traceback
-import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import gradio as gr
 from gradio.data_classes import GradioRootModel
 
-from seq2seq.errors import Seq2SeqError
+from seq2seq.errors import Seq2SeqError, typed_text_fault
 
 
 def refusal(message: str) -> gr.Error:
@@ -55,14 +54,8 @@ def alert_lines(text: Any, max_alerts: int, max_chars: int) -> list[str]:
         raise refusal(f"Too much input: at most {max_alerts} alerts and {max_chars:,} characters per request; "
                       "the Batch tab translates whole files.")
     for i, alert in enumerate(alerts, 1):
-        try:
-            alert.encode("utf-8")
-        except UnicodeEncodeError as err:  # a JSON "\ud800": no text the tokenizer can take
-            raise refusal(f"Alert {i} is not valid Unicode (a lone surrogate at character {err.start + 1}).") from None
-        control = next((k for k, c in enumerate(alert) if c != "\t" and unicodedata.category(c) == "Cc"), None)
-        if control is not None:  # a program's encoding bug or terminal escapes, shown back to a technician as-is
-            raise refusal(f"Alert {i} holds a control character (U+{ord(alert[control]):04X}) at character "
-                          f"{control + 1}; send plain text.")
+        if fault := typed_text_fault(alert):  # a program's encoding bug or terminal escapes, shown back as they are
+            raise refusal(f"Alert {i} {fault}.")
     return alerts
 
 
