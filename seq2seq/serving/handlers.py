@@ -53,7 +53,7 @@ def plot_updates(figures: list[Figure], slots: int, labels: list[str] | None = N
 
 
 class JobCancelled(Exception):
-    """Ends a file job whose event was cancelled, in its thread, where nobody is waiting for it any more."""
+    """Ends a file job in its thread: its event was cancelled (nobody waits for it any more), or the app stops."""
 
 
 class Handlers:

@@ -188,9 +188,10 @@ def _read_jsonl(file: BinaryIO, path: Path, lines: Iterator[str], bad: dict[int,
         if key is None:
             raise
         chosen = key  # the first record may lack the key a user named, as any other may: its row says so
-    if key is None and file.seekable():  # refused before anything is written; from a pipe, when it comes
-        _look_ahead(file, path, _alert_key_check(path, first[0], keys, chosen))
     check = _alert_key_check(path, first[0], keys, chosen) if key is None else None
+    if check and file.seekable():  # refused before anything is written; from a pipe, as each record comes
+        _look_ahead(file, path, check)
+        check = None  # every record has been checked
 
     def rows() -> Iterator[Row]:
         for number, (line, record, text) in enumerate(itertools.chain([first], records), 1):
