@@ -32,7 +32,7 @@ import csv
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, ClassVar
+from typing import AnyStr, BinaryIO, ClassVar
 
 from seq2seq.errors import DataError, file_error, shown
 
@@ -139,10 +139,17 @@ def _after_cr(file: BinaryIO, rest: bytes) -> bytes:
     return (rest or file.readline(1)).removeprefix(b"\n")
 
 
+def split_lines(text: AnyStr) -> list[AnyStr]:
+    """``text`` cut at every line end, the ends dropped: LF, CRLF or a lone carriage return (old Mac files), as in
+    Python's universal newlines and on stdin, and nothing else (``str.splitlines`` would also cut at U+2028, form
+    feeds and the like, which a line of a log keeps inside it)."""
+    cr, lf = ("\r", "\n") if isinstance(text, str) else (b"\r", b"\n")
+    return text.replace(cr + lf, lf).replace(cr, lf).split(lf)
+
+
 def line_pieces(raw: bytes) -> list[bytes]:
-    """The lines of one line ``raw`` of ``bounded_lines``, without their endings: a lone carriage return ends a
-    line too (old Mac files), as in Python's universal newlines and on stdin."""
-    return raw.removesuffix(b"\n").removesuffix(b"\r").split(b"\r")
+    """The lines of one line ``raw`` of ``bounded_lines``, without their endings (``split_lines``)."""
+    return split_lines(raw.removesuffix(b"\n").removesuffix(b"\r"))
 
 
 def read_lines(path: Path) -> list[str]:

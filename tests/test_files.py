@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from seq2seq.cli.translate import input_chunks
 from seq2seq.errors import DataError
-from seq2seq.files import LONE_CR, MAX_LINE_BYTES, LongLine, bounded_lines, line_pieces, read_lines
+from seq2seq.files import LONE_CR, MAX_LINE_BYTES, LongLine, bounded_lines, line_pieces, read_lines, split_lines
 from seq2seq.jsonl import json_record
 
 OLD_MAC_LOG = b"".join(b"alert %d pump low\r" % n for n in range(2 * MAX_LINE_BYTES // 16))  # no LF at all
@@ -41,6 +41,13 @@ def lines_meant(data: bytes, limit: int, lone_cr: bool) -> list[bytes | None]:
        st.integers(1, 8), st.booleans())
 def test_bounded_lines_splits_as_the_endings_say_and_flags_exactly_the_long_lines(data, limit, lone_cr):
     assert lines_read(data, limit, lone_cr) == lines_meant(data, limit, lone_cr)
+
+
+@given(st.text(st.sampled_from("a\u00e9\r\n\x0c\x1c\u2028\u0085"), max_size=30))
+def test_text_and_its_bytes_split_into_the_same_lines_as_universal_newlines_read_them(text):
+    universal = io.TextIOWrapper(io.BytesIO(text.encode()), encoding="utf-8", newline=None).read()
+    assert split_lines(text) == universal.split("\n")  # only LF, CRLF and CR end lines; U+2028, FF, NEL do not
+    assert split_lines(text.encode()) == [line.encode() for line in split_lines(text)]
 
 
 def test_a_file_of_old_mac_lines_over_the_line_limit_is_read_line_by_line():

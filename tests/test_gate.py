@@ -215,3 +215,29 @@ def test_uploads_are_left_to_gradio_when_it_takes_files_of_any_size():
 def test_health_answers_under_a_root_path_and_bodiless_requests_pass_whatever_the_cap():
     assert Served("/maintenance/health", b"", method="GET", root_path="/maintenance").json == STATUS
     assert Served("/", b"", method="GET").status == 200
+
+
+@pytest.mark.parametrize("size, answered", [(MAX_BODY, 200), (MAX_BODY + 1, 413)])
+def test_a_direct_recommend_body_sent_in_chunks_is_read_up_to_its_cap_and_no_further(size, answered):
+    body = json.dumps({"data": ["pump low"]}).encode()
+    body = body + b" " * (size - len(body))  # exactly ``size`` bytes of JSON, the padding after its value
+    chunks = [body[i:i + 65536] for i in range(0, len(body), 65536)]
+    messages = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+    read, sent, asked = [], [], []
+
+    async def receive():
+        read.append(messages[len(read)])
+        return read[-1]
+
+    async def send(message):
+        sent.append(message)
+
+    async def recommend(inputs):
+        asked.append(inputs)
+        return {"ok": True}
+
+    gate = ServiceGate(gradio_like, lambda: dict(STATUS), recommend=recommend)
+    asyncio.run(gate({"type": "http", "path": "/api/recommend", "method": "POST", "headers": []}, receive, send))
+    assert sent[0]["status"] == answered
+    assert sum(len(m["body"]) for m in read) <= MAX_BODY + 65536  # never a chunk past the one that passed the cap
+    assert asked == ([["pump low"]] if answered == 200 else [])

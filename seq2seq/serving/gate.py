@@ -88,7 +88,8 @@ class ServiceGate:
         if scope["method"] != "POST":
             await _respond(send, 405, {"error": f"{RECOMMEND_PATH} takes POST with a JSON body"}, {"allow": "POST"})
             return
-        messages = None if (_content_length(scope) or 0) > MAX_BODY else await _body_messages(receive, MAX_BODY)
+        capped = await _capped(scope, receive, MAX_BODY)
+        messages = None if capped is None else await _body_messages(capped, MAX_BODY)  # the whole body, at most the cap
         if messages is None:
             await _too_large(send, MAX_BODY, "error")
             return

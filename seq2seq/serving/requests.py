@@ -17,6 +17,7 @@ import gradio as gr
 from gradio.data_classes import GradioRootModel
 
 from seq2seq.errors import Seq2SeqError, typed_text_fault
+from seq2seq.files import split_lines
 
 
 def refusal(message: str) -> gr.Error:
@@ -44,10 +45,7 @@ def alert_lines(text: Any, max_alerts: int, max_chars: int) -> list[str]:
     none, too many, or one no keyboard types (a lone surrogate from a JSON escape, a control character)."""
     if text is not None and not isinstance(text, str):
         raise refusal(f"Alerts must be text, one per line (got {type(text).__name__}).")
-    # Lines end at LF, CRLF or a lone CR, as in an incident log (files.line_pieces); str.splitlines would also
-    # split at U+2028, form feeds and the like, which a Batch row keeps inside its alert.
-    lines = (text or "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    alerts = [line.strip() for line in lines if line.strip()]
+    alerts = [line.strip() for line in split_lines(text or "") if line.strip()]  # lines as in an incident log
     if not alerts:
         raise refusal("Type at least one alert, one per line.")
     if len(alerts) > max_alerts or len(text) > max_chars:
