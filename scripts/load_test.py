@@ -180,6 +180,12 @@ async def gradio_call(connection: LeanConnection | HttpxConnection, data: list, 
     return next((kind for kind in kinds if kind in ("complete", "error")), kinds[-1] if kinds else None)
 
 
+def alert_for(n: int) -> str:
+    """The ``n``-th alert the load sends, each distinct: a repeat within one decoder pass is answered once, which
+    would flatter the app (and ``recommender_rate``) beside a shift's mostly different alerts."""
+    return f"{ALERTS[n % len(ALERTS)]} unit {n // len(ALERTS) + 1}"
+
+
 async def client(connection: LeanConnection | HttpxConnection, number: int, calls: int, search: SearchConfig,
                  name: str, bad_every: int, sessions: bool | str, deadline: float, row: Row) -> None:
     # One Gradio session per client, as gradio_client and a browser keep; DIRECT: POST /api/recommend instead
@@ -189,7 +195,7 @@ async def client(connection: LeanConnection | HttpxConnection, number: int, call
             if time.monotonic() > deadline:
                 return
             bad = bad_every > 0 and (number * calls + k) % bad_every == bad_every - 1
-            alert = "" if bad else ALERTS[(number + k) % len(ALERTS)]
+            alert = "" if bad else alert_for(number * calls + k)
             await one_call(connection, [alert, name, search.beam_size, search.n_best], session, bad, row, k == 0)
     finally:
         connection.close()
@@ -210,7 +216,7 @@ async def run_row(url: str, clients: int, calls: int, search: SearchConfig, name
 
 def recommender_rate(recommender: Recommender, batch: int, search: SearchConfig) -> float:
     """Alerts per second of ``Recommender.recommend`` on batches of ``batch`` alerts (median of 5)."""
-    alerts = [ALERTS[k % len(ALERTS)] for k in range(batch)]
+    alerts = [alert_for(k) for k in range(batch)]
     recommender.recommend(alerts, search)
     times = []
     for _ in range(5):

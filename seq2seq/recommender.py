@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -30,6 +31,7 @@ from seq2seq.search import Hypothesis, search
 from seq2seq.tokenizer import EOS_ID, UNK_ID, WORD_START, Tokenizer
 from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, UNCERTAIN_BELOW, TrustModel, features
 
+T = TypeVar("T")
 SIMILAR = 3  # past cases returned per alert unless asked otherwise
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,16 @@ class Recommendation:
     @property
     def score(self) -> float:
         return self.candidates[0].score if self.candidates else float("nan")
+
+
+def once_each(alerts: list[str], answer: Callable[[list[str]], list[T]]) -> list[T]:
+    """``answer(alerts)``, computed once per distinct alert: a maintenance log repeats alerts (MaintNet's training
+    problems are 4,935 lines and 3,007 distinct ones), and the same alert gets the same answer wherever it stands."""
+    distinct = list(dict.fromkeys(alerts))
+    if len(distinct) == len(alerts):
+        return answer(alerts)
+    found = dict(zip(distinct, answer(distinct), strict=True))
+    return [found[alert] for alert in alerts]
 
 
 class Recommender:
@@ -120,13 +132,17 @@ class Recommender:
     def recommend(self, alerts: list[str], config: SearchConfig | None = None,
                   batch_size: int = 64, similar: int = SIMILAR) -> list[Recommendation]:
         """Recommendations in input order, each with its trust, verdict and ``similar`` past cases;
-        length-sorted batches are decoded together.
+        length-sorted batches are decoded together, and an alert repeated in ``alerts`` is answered once.
 
         With ``workers`` > 1 the batches are shared out to that many threads. Each batch's result
         is the same as alone; on a CPU it pays when each thread's operations run on one core
         (``seq2seq.fast.threads.one_core_workers``, as ``seq2seq translate`` runs it): one
         multi-core thread leaves the other cores idle between small operations (docs/benchmarks.md).
         """
+        return once_each(alerts, partial(self._recommend, config=config, batch_size=batch_size, similar=similar))
+
+    def _recommend(self, alerts: list[str], config: SearchConfig | None, batch_size: int,
+                   similar: int) -> list[Recommendation]:
         answers = self._answer(alerts, config, batch_size)
         judged = self._judge([r for r in answers if r.candidates], similar)
         return [next(judged) if r.candidates else r for r in answers]
@@ -175,7 +191,7 @@ class Recommender:
 
     def translate(self, alerts: list[str], config: SearchConfig | None = None, batch_size: int = 64) -> list[str]:
         """Best recommendation text per alert ("" for an empty alert); no trust or past cases are looked up."""
-        return [r.text for r in self._answer(alerts, config, batch_size)]
+        return once_each(alerts, lambda distinct: [r.text for r in self._answer(distinct, config, batch_size)])
 
     def _decode_batches(self, batches: list[list[list[int]]], config: SearchConfig) -> Iterator[list[list[Hypothesis]]]:
         """Hypotheses of each batch, in order; with several workers the batches are decoded in threads."""

@@ -330,7 +330,8 @@ def test_a_cancelled_batch_job_stops_after_the_chunk_it_is_on(tiny, tmp_path):
     translator, _ = tiny
     handlers = Handlers({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
     log = tmp_path / "log.txt"
-    log.write_text("pump vibration high\n" * 20_000, encoding="utf-8")
+    log.write_text("".join(f"pump vibration high {n % 1000}\n" for n in range(20_000)), encoding="utf-8")  # distinct
+    # within each chunk, as a repeated alert is decoded once
     upload = {"path": str(log), "meta": {"_type": "gradio.FileData"}}
     reports, threads = [], threading.active_count()
 
@@ -358,7 +359,8 @@ def test_closing_the_app_stops_a_running_batch_job_after_its_chunk(tiny, tmp_pat
     translator, _ = tiny
     handlers = Handlers({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
     log = tmp_path / "log.txt"
-    log.write_text("pump vibration high\n" * 20_000, encoding="utf-8")
+    log.write_text("".join(f"pump vibration high {n % 1000}\n" for n in range(20_000)), encoding="utf-8")  # distinct
+    # within each chunk, as a repeated alert is decoded once
     upload = {"path": str(log), "meta": {"_type": "gradio.FileData"}}
     reports = []
 
@@ -383,7 +385,8 @@ def test_sigterm_ends_the_app_promptly_while_a_batch_job_runs(tiny, tmp_path):
     translator, rul = tiny
     port = free_port()
     log = tmp_path / "log.txt"
-    log.write_text("pump vibration high\n" * 400_000, encoding="utf-8")  # 8 MB: minutes with beam 5
+    log.write_text("".join(f"pump vibration high {n % 1000}\n" for n in range(400_000)),  # 9.6 MB: minutes with
+                   encoding="utf-8")  # beam 5, as each chunk's alerts are distinct (a repeat is decoded once)
     server = subprocess.Popen([sys.executable, "gradio_app.py", "--model", str(translator.best), "--rul-model",
                                str(rul.output_dir / "best.pt"), "--feedback-db", str(tmp_path / "feedback.sqlite"),
                                "--port", str(port)], cwd=ROOT, stderr=subprocess.PIPE, text=True)

@@ -96,7 +96,8 @@ def test_a_child_that_dies_fails_the_call_in_flight_in_one_line_and_the_next_cal
         killer.start()
         with pytest.raises(RuntimeError, match=r"^the decoding process stopped \(exit status -9\) while decoding "
                                                r"6000 alerts; the next call starts a new one$"):
-            process.recommend(["pump vibration high and gearbox noise"] * 6000, SearchConfig(beam_size=5))  # about 2 s
+            process.recommend([f"pump vibration high and gearbox noise {n}" for n in range(6000)],  # about 2 s:
+                              SearchConfig(beam_size=5))  # distinct alerts, as a repeat is decoded once
         killer.join()
         assert not process.alive
         again = process.recommend(["belt worn"])

@@ -42,13 +42,31 @@ def test_recommendations_keep_input_order_whatever_the_batch_size(recommender):
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_batches_decoded_by_several_workers_give_exactly_the_results_of_one(recommender, beam_size):
     config = SearchConfig(beam_size=beam_size, n_best=beam_size)
-    expected = recommender.recommend(ALERTS * 3, config, batch_size=2)
+    alerts = [f"{alert} unit {k}" for k in range(3) for alert in ALERTS]  # 27 distinct: a repeat is answered once
+    expected = recommender.recommend(alerts, config, batch_size=2)
     threaded = Recommender(recommender.model, recommender.tokenizer, workers=3)
-    got = threaded.recommend(ALERTS * 3, config, batch_size=2)  # 15 batches over 3 threads
+    got = threaded.recommend(alerts, config, batch_size=2)  # 14 batches over 3 threads
     assert [[(c.text, c.score) for c in r.candidates] for r in got] == \
            [[(c.text, c.score) for c in r.candidates] for r in expected]
     assert all(torch.equal(a.candidates[0].attention, b.candidates[0].attention)
                for a, b in zip(got, expected, strict=True) if a.candidates)
+
+
+def test_an_alert_repeated_in_a_call_is_decoded_once_and_answered_wherever_it_stands(recommender, monkeypatch):
+    decoded = []
+    decode = recommender._decode_batches
+    monkeypatch.setattr(recommender, "_decode_batches",
+                        lambda batches, config: decode(decoded.extend(b for batch in batches for b in batch) or batches,
+                                                       config))  # the alerts (piece ids) decoded, batch by batch
+    repeated = [alert for alert in ALERTS for _ in range(3)]
+    got = recommender.recommend(repeated)
+    assert len(decoded) == len(set(ALERTS))  # "pump vibration high" stands 6 times in ``repeated``
+    once = {r.alert: r for r in recommender.recommend(list(dict.fromkeys(ALERTS)))}
+    assert [r.alert for r in got] == repeated
+    assert [(r.text, r.score, r.trust, r.verdict) for r in got] == \
+           [(once[a].text, once[a].score, once[a].trust, once[a].verdict) for a in repeated]
+    decoded.clear()
+    assert recommender.translate(repeated) == [r.text for r in got] and len(decoded) == len(set(ALERTS))
 
 
 def test_workers_must_be_positive(recommender):
