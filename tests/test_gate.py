@@ -241,3 +241,45 @@ def test_a_direct_recommend_body_sent_in_chunks_is_read_up_to_its_cap_and_no_fur
     assert sent[0]["status"] == answered
     assert sum(len(m["body"]) for m in read) <= MAX_BODY + 65536  # never a chunk past the one that passed the cap
     assert asked == ([["pump low"]] if answered == 200 else [])
+
+
+def test_bodies_in_flight_hold_at_most_the_gates_budget_and_a_request_beyond_it_is_answered_busy():
+    """Many clients each sending a body under its cap must not fill the memory together."""
+    release, entered = asyncio.Event(), []
+
+    async def slow_app(scope, receive, send):  # holds each request until released, as a long upload or call does
+        entered.append(scope["path"])
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    def call(gate, method):
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        async def run():
+            await gate({"type": "http", "path": "/gradio_api/run/recommend", "method": method,
+                        "headers": [(b"content-length", b"2")]}, receive, send)
+            return next(m["status"] for m in sent if m["type"] == "http.response.start"), sent
+        return run()
+
+    async def scenario():
+        gate = ServiceGate(slow_app, lambda: dict(STATUS), max_body=CAP, max_held=2 * CAP)
+        held = [asyncio.create_task(call(gate, "POST")) for _ in range(2)]
+        streaming = asyncio.create_task(call(gate, "GET"))  # no body: holds nothing
+        while len(entered) < 3:
+            await asyncio.sleep(0)
+        status, sent = await asyncio.wait_for(call(gate, "POST"), 10)  # a third body would pass the budget
+        assert status == 503 and json.loads(sent[1]["body"])["detail"].startswith("busy: ")
+        assert gate.held == 2 * CAP and len(entered) == 3
+        release.set()
+        assert [(await task)[0] for task in [*held, streaming]] == [200, 200, 200]
+        assert gate.held == 0
+        assert (await call(gate, "POST"))[0] == 200  # room again once they are answered
+
+    asyncio.run(scenario())

@@ -20,7 +20,10 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
   reading more. Gradio reads any body its JSON routes get whole into memory, and holds the non-file
   fields of an upload in memory too (it caps only each uploaded file), so every route is capped:
   ``/api/recommend`` at MAX_BODY, Gradio's upload routes at one file of Gradio's ``max_file_size``,
-  the rest at ``max_body``.
+  the rest at ``max_body``;
+- the bodies of requests in flight hold at most ``max_held`` bytes in all: a request that may carry a body
+  (POST, PUT, PATCH) holds its route's cap while it runs, and one that would pass ``max_held`` gets the busy
+  answer, so that many clients each sending a body under its cap cannot fill the memory together.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ MAX_BODY = 1 << 20  # bytes of a POST /api/recommend body (the handler's own lim
 # microphone recording.
 UPLOAD_PATHS = ("/gradio_api/upload", "/gradio_api/process_recording")
 UPLOAD_FRAMING = 64 << 10  # bytes around an upload's file: multipart boundaries and part headers (8 KiB each at most)
+MAX_HELD = 256 << 20  # bytes all requests in flight may hold in bodies, each counted at its route's cap
+BODY_METHODS = ("POST", "PUT", "PATCH")
 
 
 class Refused(Exception):
@@ -49,25 +54,40 @@ class Refused(Exception):
 class ServiceGate:
     """ASGI middleware: the health route, a readable "busy" answer and capped request bodies; everything else passes
     through. ``max_body``: the cap on bodies of Gradio's routes but uploads; ``max_file_size``: Gradio's cap on one
-    uploaded file (bytes, None for none), read per request because Gradio sets it as it launches."""
+    uploaded file (bytes, None for none), read per request because Gradio sets it as it launches; ``max_held``: the
+    bytes all requests in flight may hold in bodies, each counted at its cap."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], status: Callable[[], dict],
                  recommend: Callable[[Any], Awaitable[dict]] | None = None, limit: int = 1,
-                 max_body: int = MAX_BODY, max_file_size: Callable[[], int | None] = lambda: None) -> None:
+                 max_body: int = MAX_BODY, max_file_size: Callable[[], int | None] = lambda: None,
+                 max_held: int = MAX_HELD) -> None:
         self.app, self.status, self.recommend = app, status, recommend
         self.limit, self.running = limit, 0
         self.max_body, self.max_file_size = max_body, max_file_size
+        self.max_held, self.held = max_held, 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = _route_path(scope)
         if scope["type"] != "http":
             await self.app(scope, receive, send)
-        elif path == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
+            return
+        if path == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
             await _respond(send, 200, self.status())
-        elif path == RECOMMEND_PATH and self.recommend is not None:
-            await self._recommend(scope, receive, send)
-        else:
-            await self._forward(scope, receive, send, self.body_cap(path))
+            return
+        direct = path == RECOMMEND_PATH and self.recommend is not None
+        cap = MAX_BODY if direct else self.body_cap(path)
+        hold = (cap or 0) if scope["method"] in BODY_METHODS else 0  # an uncapped upload streams to disk
+        if self.held + hold > self.max_held:
+            await _busy(send, self.status())
+            return
+        self.held += hold  # one event loop: no lock needed between the check and the count
+        try:
+            if direct:
+                await self._recommend(scope, receive, send)
+            else:
+                await self._forward(scope, receive, send, cap)
+        finally:
+            self.held -= hold
 
     def body_cap(self, path: str) -> int | None:
         """The most bytes a body sent to Gradio's route ``path`` may have; None: any (uploads, if Gradio takes any)."""
