@@ -13,7 +13,6 @@ import codecs
 import contextlib
 import csv
 import itertools
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,7 +253,7 @@ def read_columns(path: Path) -> list[str]:
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             if fmt == "jsonl":
-                return _jsonl_keys(handle)
+                return _jsonl_keys(path, handle)
             if fmt == "tsv":
                 return split_tsv(next(handle, ""))
             if fmt == "csv":
@@ -264,14 +263,12 @@ def read_columns(path: Path) -> list[str]:
     return []
 
 
-def _jsonl_keys(lines: Iterable[str]) -> list[str]:
-    """The keys of the JSON objects on ``lines``, in order of first appearance, up to the first line that is no
-    JSON object (or no UTF-8): a later record may hold the alert key a user has to name."""
+def _jsonl_keys(path: Path, lines: Iterable[str]) -> list[str]:
+    """The keys of the JSON records on ``lines``, read as the job reads them (``jsonl.json_records``), in order of
+    first appearance, up to the first line it would refuse (or no UTF-8): a later record may hold the alert key a
+    user has to name."""
     keys: dict[str, None] = {}
-    with contextlib.suppress(ValueError, RecursionError):  # a UnicodeDecodeError is a ValueError
-        for line in lines:
-            record = json.loads(line) if line.strip() else {}
-            if not isinstance(record, dict):
-                break
-            keys.update(dict.fromkeys(map(str, record)))
+    with contextlib.suppress(ValueError):  # a DataError, or a UnicodeDecodeError
+        for _, record, _ in json_records(path, lines):
+            keys.update(dict.fromkeys(record))
     return list(keys)
