@@ -53,11 +53,12 @@ def test_batches_decoded_by_several_workers_give_exactly_the_results_of_one(reco
 
 
 def test_an_alert_repeated_in_a_call_is_decoded_once_and_answered_wherever_it_stands(recommender, monkeypatch):
-    decoded = []
-    decode = recommender._decode_batches
-    monkeypatch.setattr(recommender, "_decode_batches",
-                        lambda batches, config: decode(decoded.extend(b for batch in batches for b in batch) or batches,
-                                                       config))  # the alerts (piece ids) decoded, batch by batch
+    decoded, decode = [], recommender._decode_batches
+
+    def counting(batches, config):  # the alerts (piece ids) decoded, batch by batch
+        decoded.extend(ids for batch in batches for ids in batch)
+        return decode(batches, config)
+    monkeypatch.setattr(recommender, "_decode_batches", counting)
     repeated = [alert for alert in ALERTS for _ in range(3)]
     got = recommender.recommend(repeated)
     assert len(decoded) == len(set(ALERTS))  # "pump vibration high" stands 6 times in ``repeated``

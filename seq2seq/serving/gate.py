@@ -83,7 +83,7 @@ class ServiceGate:
         self.held += hold  # one event loop: no lock needed between the check and the count
         try:
             if direct:
-                await self._recommend(scope, receive, send)
+                await self._recommend(scope, receive, send, cap)
             else:
                 await self._forward(scope, receive, send, cap)
         finally:
@@ -104,14 +104,14 @@ class ServiceGate:
         else:
             await self.app(scope, capped, _BusyAnswer(send, self.status))
 
-    async def _recommend(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _recommend(self, scope: Scope, receive: Receive, send: Send, cap: int) -> None:
         if scope["method"] != "POST":
             await _respond(send, 405, {"error": f"{RECOMMEND_PATH} takes POST with a JSON body"}, {"allow": "POST"})
             return
-        capped = await _capped(scope, receive, MAX_BODY)
-        messages = None if capped is None else await _body_messages(capped, MAX_BODY)  # the whole body, at most the cap
+        capped = await _capped(scope, receive, cap)
+        messages = None if capped is None else await _body_messages(capped, cap)  # the whole body, at most the cap
         if messages is None:
-            await _too_large(send, MAX_BODY, "error")
+            await _too_large(send, cap, "error")
             return
         body = b"".join(message.get("body", b"") for message in messages)
         try:
