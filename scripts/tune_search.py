@@ -1,9 +1,9 @@
-"""Tune beam size and length penalty of a translator on dev data, and print a table.
+"""Tune beam size, length penalty and beam patience of a translator on dev data, and print a table.
 
     python scripts/tune_search.py --model DIR/best.pt [--dev dev.tsv] [--beams 1 3 5 8] \\
-        [--length-penalties 0.6 0.8 1.0 1.2 1.5]
+        [--length-penalties 0.6 0.8 1.0 1.2 1.5] [--beam-patiences 1 2]
 
-Decodes the dev split once per setting (greedy once: the length penalty does not change it) and
+Decodes the dev split once per setting (greedy once: neither penalty nor patience changes it) and
 prints corpus BLEU and chrF with the sentences per second. The best setting is a config's
 ``search`` section (``scripts/configs/maintnet-best.json``), which training stores in best.pt as
 the model's default. Dev data only: never tune on the test split.
@@ -33,29 +33,35 @@ def main() -> int:
     p.add_argument("--target-column", default=None)
     p.add_argument("--beams", type=int, nargs="+", default=[1, 3, 5, 8])
     p.add_argument("--length-penalties", type=float, nargs="+", default=[0.6, 0.8, 1.0, 1.2, 1.5])
+    p.add_argument("--beam-patiences", type=float, nargs="+", default=[1.0])
     args = p.parse_args()
     dev = read_parallel(args.dev, args.source_column, args.target_column)
     sources, references = [e.source for e in dev.examples], [e.target for e in dev.examples]
     recommender = Recommender.from_checkpoint(args.model)
-    settings = [SearchConfig(beam_size=b, length_penalty=lp) for b in args.beams
-                for lp in (args.length_penalties if b > 1 else [1.0])]
+    settings = [SearchConfig(beam_size=b, length_penalty=lp, beam_patience=patience) for b in args.beams
+                for lp in (args.length_penalties if b > 1 else [1.0])
+                for patience in (args.beam_patiences if b > 1 else [1.0])]
     print(f"{args.model} on {args.dev} ({len(sources)} pairs), {date.today()}; stored default: "
-          f"beam {recommender.search.beam_size}, length penalty {recommender.search.length_penalty}")
-    print("| beam | length penalty | BLEU | chrF | sent/s |")
-    print("|---|---|---|---|---|")
+          f"beam {recommender.search.beam_size}, length penalty {recommender.search.length_penalty}, "
+          f"beam patience {recommender.search.beam_patience}")
+    print("| beam | length penalty | beam patience | BLEU | chrF | sent/s |")
+    print("|---|---|---|---|---|---|")
     best = None
     for config in settings:
         start = time.perf_counter()
         hypotheses = recommender.translate(sources, config, batch_size=64)
         seconds = time.perf_counter() - start
         scores = score_corpus(hypotheses, references)
-        lp = "-" if config.beam_size == 1 else f"{config.length_penalty:g}"
-        print(f"| {config.beam_size} | {lp} | {scores.bleu:.2f} | {scores.chrf:.2f} | {len(sources) / seconds:,.0f} |",
+        lp, patience = ("-", "-") if config.beam_size == 1 else (f"{config.length_penalty:g}",
+                                                                 f"{config.beam_patience:g}")
+        rate = len(sources) / seconds
+        print(f"| {config.beam_size} | {lp} | {patience} | {scores.bleu:.2f} | {scores.chrf:.2f} | {rate:,.0f} |",
               flush=True)
         if best is None or scores.bleu > best[0]:
             best = (scores.bleu, config)
     assert best is not None
-    print(f'best: "search": {{"beam_size": {best[1].beam_size}, "length_penalty": {best[1].length_penalty:g}}}')
+    print(f'best: "search": {{"beam_size": {best[1].beam_size}, "length_penalty": {best[1].length_penalty:g}, '
+          f'"beam_patience": {best[1].beam_patience:g}}}')
     return 0
 
 

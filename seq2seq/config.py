@@ -98,6 +98,7 @@ class SearchConfig:
     beam_size: int = 1  # 1 = greedy search
     n_best: int = 1  # hypotheses returned per sentence (<= beam_size)
     length_penalty: float = 1.0  # alpha of GNMT's ((5 + len) / 6) ** alpha; 0 = none
+    beam_patience: float = 1.0  # a beam ends once beam_size x this many hypotheses finished (search.py)
     max_length_ratio: float = 3.0  # output pieces per source piece (2 + 10 cut long answers to short alerts)
     max_length_extra: int = 20  # pieces allowed beyond the ratio, for very short alerts
 
@@ -167,7 +168,7 @@ RANGES: dict[str, dict[str, str]] = {
         "average_best": "[0, 100]", "forget_tolerance": "[0, 100]"},
     "SearchConfig": {
         "beam_size": f"[1, {MAX_BEAM_SIZE}]", "n_best": "[1, beam_size]", "length_penalty": "[0, 5]",
-        "max_length_ratio": "[0, 10]", "max_length_extra": "[0, 1000]"},
+        "beam_patience": "[1, 10]", "max_length_ratio": "[0, 10]", "max_length_extra": "[0, 1000]"},
     "RulConfig": {
         "window": "[1, 10000]", "noise": "[0, 10]", "time_warp": "[0, 0.9]", "smoothing": "[0, 1)",
         "rul_cap": "[1, 100000]", "critical_below": "[0, 100000]",

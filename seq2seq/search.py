@@ -111,9 +111,18 @@ class _Beams:
 
 def beam(model: Seq2Seq, encoded: Encoded, state: DecoderState, limits: Tensor, src_lengths: Tensor,
          config: SearchConfig) -> list[list[Hypothesis]]:
-    """Batched beam search with GNMT length penalty; a sentence ends once K hypotheses finished."""
+    """Batched beam search with GNMT length penalty; a sentence ends once ceil(K x ``beam_patience``)
+    hypotheses finished.
+
+    With patience 1 (the usual stopping rule) a sentence ends when its K-th hypothesis finishes, and
+    short answers finish first: on MaintNet the search then ends before the longer, better
+    normalised ones can. A patience above 1 keeps the K beams going until more have finished ("the
+    patience factor", Kasai et al. 2022, "A Call for Clarity in Beam Search"); the hypotheses that
+    patience 1 finds are among them, so the best score can only rise (docs/recipes.md).
+    """
     B, S = encoded.mask.shape
     K = config.beam_size
+    wanted = math.ceil(K * config.beam_patience)  # finished hypotheses that end a sentence
     device = encoded.mask.device
     tile = torch.arange(B, device=device).repeat_interleave(K)
     encoded, state = encoded.select(tile), state.select(tile)
@@ -129,7 +138,7 @@ def beam(model: Seq2Seq, encoded: Encoded, state: DecoderState, limits: Tensor, 
         rows, prev, beams = _advance(beams, log_probs, step_weights.float(), K, finished, config, src_lengths)
         at_limit = limits[beams.sentence] <= t + 1
         _finish_at_limit(beams, at_limit, K, finished, config, src_lengths)
-        done = (finished.counts[beams.sentence] >= K) | at_limit
+        done = (finished.counts[beams.sentence] >= wanted) | at_limit
         state = state.select(rows)  # rows stay inside their sentence's block: encoded needs no reorder
         if done.any():
             keep_rows = (~done).repeat_interleave(K).nonzero().squeeze(1)

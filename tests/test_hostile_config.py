@@ -34,6 +34,7 @@ OUT_OF_RANGE = [
     (SearchConfig, "beam_size", 0), (SearchConfig, "beam_size", MAX_BEAM_SIZE + 1), (SearchConfig, "beam_size", 10**9),
     (SearchConfig, "length_penalty", math.nan), (SearchConfig, "length_penalty", 1e308),
     (SearchConfig, "length_penalty", -1.0), (SearchConfig, "max_length_ratio", -1.0),
+    (SearchConfig, "beam_patience", 0.5), (SearchConfig, "beam_patience", math.nan),
     (RulConfig, "window", 0), (RulConfig, "window", -3), (RulConfig, "rul_cap", 0), (RulConfig, "kernel_size", 4),
     (RulConfig, "epochs", -1), (RulConfig, "max_minutes", -1.0), (RulConfig, "batch_size", 0),
     (RulConfig, "dropout", 2.0), (RulConfig, "lstm_hidden", 10**8),
@@ -110,6 +111,7 @@ def test_rul_train_refuses_an_out_of_range_config_value(tmp_path, values):
     (["--beam-size", str(MAX_BEAM_SIZE + 1)], "beam_size must be in [1, 50]"),
     (["--beam-size", "-1"], "beam_size must be in"),
     (["--length-penalty", "nan"], "length_penalty must be in"),
+    (["--beam-patience", "0"], "beam_patience must be in [1, 10]"),
     (["--max-length-ratio", "-2"], "max_length_ratio must be in"),
     (["--n-best", "0"], "n_best must be in"),
 ])

@@ -30,7 +30,7 @@ from seq2seq.tokenizer import normalize
 
 ALERTS = ["pump vibration high", "belt worn", "valve stuck closed"]
 RECIPE = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "members": 2},
-          "search": {"beam_size": 3, "length_penalty": 0.5}}
+          "search": {"beam_size": 3, "length_penalty": 0.5, "beam_patience": 1.5}}
 
 
 def trained_recipe(root, recipe: dict):
@@ -69,7 +69,7 @@ def test_members_train_with_consecutive_seeds_and_best_pt_is_their_ensemble(reci
 def test_a_recipes_search_section_is_the_checkpoints_default_everywhere(recipe_run):
     root, data, _, _ = recipe_run
     best = root / "run" / "best.pt"
-    stored = SearchConfig(beam_size=3, length_penalty=0.5)
+    stored = SearchConfig(beam_size=3, length_penalty=0.5, beam_patience=1.5)
     recommender = Recommender.from_checkpoint(best)
     assert recommender.search == stored
     by_default = recommender.recommend(ALERTS)
@@ -78,9 +78,12 @@ def test_a_recipes_search_section_is_the_checkpoints_default_everywhere(recipe_r
     assert [r.score for r in by_default] == [r.score for r in named]
     scores = run_cli("evaluate", "--model", str(best), "--data", str(data.dev), "--json")
     assert scores.status == 0, scores.stderr
-    assert (json.loads(scores.stdout)["beam_size"], json.loads(scores.stdout)["length_penalty"]) == (3, 0.5)
-    greedy = run_cli("evaluate", "--model", str(best), "--data", str(data.dev), "--json", "--beam-size", "1")
-    assert json.loads(greedy.stdout)["beam_size"] == 1 and json.loads(greedy.stdout)["length_penalty"] == 0.5
+    reported = json.loads(scores.stdout)
+    assert (reported["beam_size"], reported["length_penalty"], reported["beam_patience"]) == (3, 0.5, 1.5)
+    greedy = run_cli("evaluate", "--model", str(best), "--data", str(data.dev), "--json", "--beam-size", "1",
+                     "--beam-patience", "2")
+    reported = json.loads(greedy.stdout)
+    assert (reported["beam_size"], reported["length_penalty"], reported["beam_patience"]) == (1, 0.5, 2.0)
 
 
 def test_a_checkpoint_without_a_search_section_searches_greedily_by_default(tmp_path_factory):
@@ -332,11 +335,18 @@ def test_tune_search_scores_every_setting_and_names_the_best(tmp_path_factory, m
     run = trained(tmp_path_factory.getbasetemp())
     monkeypatch.syspath_prepend(str(SCRIPTS))
     monkeypatch.setattr(sys, "argv", ["tune_search.py", "--model", str(run.best), "--dev", str(run.data.dev),
-                                      "--beams", "1", "3", "--length-penalties", "0.5", "1.0"])
+                                      "--beams", "1", "3", "--length-penalties", "0.5", "1.0",
+                                      "--beam-patiences", "1", "2"])
     assert load_script("tune_search").main() == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert [row.split(" | ")[:2] for row in rows] == [["| 1", "-"], ["| 3", "0.5"], ["| 3", "1"]]
-    assert all(0 <= float(row.split(" | ")[2]) <= 100 for row in rows)
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [row.split(" | ")[:3] for row in rows] == [["| 1", "-", "-"], ["| 3", "0.5", "1"], ["| 3", "0.5", "2"],
+                                                      ["| 3", "1", "1"], ["| 3", "1", "2"]]
+    bleu = {tuple(1.0 if cell == "-" else float(cell.strip("| ")) for cell in row.split(" | ")[:3]):
+            float(row.split(" | ")[3]) for row in rows}
+    assert all(0 <= b <= 100 for b in bleu.values())
+    best = json.loads(out.split('best: "search": ')[1])
+    assert bleu[best["beam_size"], best["length_penalty"], best["beam_patience"]] == max(bleu.values())
 
 
 def test_ablate_rul_reports_runs_and_seed_ensembles_on_engines_no_run_saw(tmp_path, tmp_path_factory, monkeypatch,

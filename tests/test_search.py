@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from support import sample_batch, tiny_config
@@ -13,7 +15,7 @@ from seq2seq.data import source_batch
 from seq2seq.errors import ConfigError
 from seq2seq.model import build_model
 from seq2seq.search import max_lengths, search
-from seq2seq.tokenizer import Tokenizer
+from seq2seq.tokenizer import EOS_ID, Tokenizer
 
 
 def untrained(name: str, seed: int = 0):
@@ -75,6 +77,35 @@ def test_batched_search_equals_one_sentence_at_a_time():
     model = untrained("luong-concat", seed=2)
     ids = [[5, 6, 7, 8, 3], [9, 3], [4, 4, 10, 3]]
     config = SearchConfig(beam_size=3, n_best=2)
+    together = search(model, *source_batch(ids), config)
+    for sentence, hyps in zip(ids, together, strict=True):
+        alone = search(model, *source_batch([sentence]), config)[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in hyps]
+
+
+@pytest.mark.parametrize("name", ATTENTION_NAMES)
+def test_more_patience_finds_at_least_as_good_hypotheses_at_every_rank(name):
+    """Patience only lets a beam run on after its K-th hypothesis finished: what patience 1 finished is among
+    what it finishes, so the k-th best score can only rise, and patience 1 is the plain search."""
+    model = untrained(name, seed=11)
+    with torch.no_grad():  # EOS likely at some steps, and long answers favoured: hypotheses finish at many lengths
+        model.decoder.output.weight[EOS_ID] *= 3
+    batch = sample_batch((6, 5, 2, 7, 3), seed=5)
+    config = SearchConfig(beam_size=3, n_best=3, length_penalty=5.0)
+    plain = search(model, *batch, config)
+    assert [[h.tokens for h in hyps] for hyps in search(model, *batch, replace(config, beam_patience=1.0))] \
+        == [[h.tokens for h in hyps] for hyps in plain]
+    patient = search(model, *batch, replace(config, beam_patience=3.0))
+    for p, q in zip(plain, patient, strict=True):
+        assert len(q) == len(p) == 3
+        assert all(b.score >= a.score - 1e-6 for a, b in zip(p, q, strict=True))
+    assert any(q[0].score > p[0].score + 1e-6 for p, q in zip(plain, patient, strict=True))  # it did run on
+
+
+def test_patient_search_of_a_batch_equals_one_sentence_at_a_time():
+    model = untrained("bahdanau", seed=4)
+    ids = [[5, 6, 7, 8, 3], [9, 3], [4, 4, 10, 3]]
+    config = SearchConfig(beam_size=3, n_best=3, beam_patience=2.0)
     together = search(model, *source_batch(ids), config)
     for sentence, hyps in zip(ids, together, strict=True):
         alone = search(model, *source_batch([sentence]), config)[0]

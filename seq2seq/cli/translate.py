@@ -48,6 +48,8 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam-size", type=int, help="1 = greedy; default: the model's (its config's search section, "
                    "else greedy)")
     p.add_argument("--length-penalty", type=float, help="default: the model's, else 1.0")
+    p.add_argument("--beam-patience", type=float, help="a beam search ends once beam size x this many answers "
+                   "finished; default: the model's, else 1.0")
     p.add_argument("--max-length-ratio", type=float, help="default: the model's, else 3.0")
     p.add_argument("--batch-size", type=whole_number(1, MAX_BATCH_SIZE), default=64, help="sentences decoded together")
     p.add_argument("--device", choices=DEVICES, default="cpu")
@@ -93,7 +95,7 @@ def add_translate_parsers(commands: argparse._SubParsersAction) -> None:
 
 def search_flags(args: argparse.Namespace, n_best: int = 1) -> dict[str, float]:
     """The search settings the flags set (a flag left out is None), checked before any model is loaded."""
-    given = {name: getattr(args, name) for name in ("beam_size", "length_penalty", "max_length_ratio")
+    given = {name: getattr(args, name) for name in ("beam_size", "length_penalty", "beam_patience", "max_length_ratio")
              if getattr(args, name) is not None}
     if n_best < 1:  # here: the check below would name the stand-in for the model's beam, which no one chose
         raise ConfigError(f"--n-best: n_best must be in [1, beam_size], got {n_best}")
@@ -286,7 +288,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise write_error(hypotheses, err) from None
     if args.json:
         print(json.dumps({**scores.to_json(), "beam_size": config.beam_size, "length_penalty": config.length_penalty,
-                          "skipped": len(corpus.skipped),
+                          "beam_patience": config.beam_patience, "skipped": len(corpus.skipped),
                           "selective": selective_scores(recommendations, corpus)}))
     else:
         print(scores.summary())
