@@ -35,6 +35,12 @@ def max_lengths(src_lengths: Tensor, config: SearchConfig) -> Tensor:
     return (src_lengths.float() * config.max_length_ratio).ceil().long() + config.max_length_extra
 
 
+def finished_wanted(config: SearchConfig) -> int:
+    """Finished hypotheses that end a sentence's beam: ceil(K x patience), rounded first so that a decimal
+    patience counts as written (25 x 2.2 is 55, where floats make it 55.000000000000007)."""
+    return math.ceil(round(config.beam_size * config.beam_patience, 6))
+
+
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT's length normalisation ((5 + |Y|) / 6) ** alpha (Wu et al. 2016)."""
     return ((5.0 + length) / 6.0) ** alpha
@@ -122,7 +128,7 @@ def beam(model: Seq2Seq, encoded: Encoded, state: DecoderState, limits: Tensor, 
     """
     B, S = encoded.mask.shape
     K = config.beam_size
-    wanted = math.ceil(K * config.beam_patience)  # finished hypotheses that end a sentence
+    wanted = finished_wanted(config)
     device = encoded.mask.device
     tile = torch.arange(B, device=device).repeat_interleave(K)
     encoded, state = encoded.select(tile), state.select(tile)

@@ -14,7 +14,7 @@ from seq2seq.corpus import EMBEDDED_DATA, read_parallel
 from seq2seq.data import source_batch
 from seq2seq.errors import ConfigError
 from seq2seq.model import build_model
-from seq2seq.search import max_lengths, search
+from seq2seq.search import finished_wanted, max_lengths, search
 from seq2seq.tokenizer import EOS_ID, Tokenizer
 
 
@@ -100,6 +100,13 @@ def test_more_patience_finds_at_least_as_good_hypotheses_at_every_rank(name):
         assert len(q) == len(p) == 3
         assert all(b.score >= a.score - 1e-6 for a, b in zip(p, q, strict=True))
     assert any(q[0].score > p[0].score + 1e-6 for p, q in zip(plain, patient, strict=True))  # it did run on
+
+
+def test_patience_counts_finished_hypotheses_as_the_decimal_product_rounded_up():
+    for beam_size in range(1, 51):
+        for tenths in range(10, 101):
+            wanted = finished_wanted(SearchConfig(beam_size=beam_size, beam_patience=tenths / 10))
+            assert wanted == -(-beam_size * tenths // 10)  # integer ceil(beam_size x tenths / 10)
 
 
 def test_patient_search_of_a_batch_equals_one_sentence_at_a_time():
