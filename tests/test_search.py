@@ -23,6 +23,15 @@ def untrained(name: str, seed: int = 0):
     return build_model(tiny_config(name)).eval()
 
 
+def eos_prone(name: str, seed: int = 0):
+    """An untrained model that ends answers at some steps: its hypotheses finish at many lengths, where an
+    untrained one's all run to the length limit together (and patience would change nothing)."""
+    model = untrained(name, seed)
+    with torch.no_grad():
+        model.decoder.output.weight[EOS_ID] *= 3
+    return model
+
+
 @pytest.mark.parametrize("name", ATTENTION_NAMES)
 def test_beam_size_one_equals_greedy(name):
     model = untrained(name)
@@ -73,10 +82,12 @@ def test_beam_attention_rows_are_the_weights_of_the_decoded_prefix(name):
             torch.testing.assert_close(weights[0], hyp.attention, atol=1e-5, rtol=1e-4)
 
 
-def test_batched_search_equals_one_sentence_at_a_time():
-    model = untrained("luong-concat", seed=2)
+@pytest.mark.parametrize("model, config", [
+    (untrained("luong-concat", seed=2), SearchConfig(beam_size=3, n_best=2)),
+    (eos_prone("bahdanau", seed=4), SearchConfig(beam_size=3, n_best=3, length_penalty=5.0, beam_patience=2.0)),
+], ids=["plain", "patient"])
+def test_batched_search_equals_one_sentence_at_a_time(model, config):
     ids = [[5, 6, 7, 8, 3], [9, 3], [4, 4, 10, 3]]
-    config = SearchConfig(beam_size=3, n_best=2)
     together = search(model, *source_batch(ids), config)
     for sentence, hyps in zip(ids, together, strict=True):
         alone = search(model, *source_batch([sentence]), config)[0]
@@ -87,9 +98,7 @@ def test_batched_search_equals_one_sentence_at_a_time():
 def test_more_patience_finds_at_least_as_good_hypotheses_at_every_rank(name):
     """Patience only lets a beam run on after its K-th hypothesis finished: what patience 1 finished is among
     what it finishes, so the k-th best score can only rise, and patience 1 is the plain search."""
-    model = untrained(name, seed=11)
-    with torch.no_grad():  # EOS likely at some steps, and long answers favoured: hypotheses finish at many lengths
-        model.decoder.output.weight[EOS_ID] *= 3
+    model = eos_prone(name, seed=11)
     batch = sample_batch((6, 5, 2, 7, 3), seed=5)
     config = SearchConfig(beam_size=3, n_best=3, length_penalty=5.0)
     plain = search(model, *batch, config)
@@ -107,16 +116,6 @@ def test_patience_counts_finished_hypotheses_as_the_decimal_product_rounded_up()
         for tenths in range(10, 101):
             wanted = finished_wanted(SearchConfig(beam_size=beam_size, beam_patience=tenths / 10))
             assert wanted == -(-beam_size * tenths // 10)  # integer ceil(beam_size x tenths / 10)
-
-
-def test_patient_search_of_a_batch_equals_one_sentence_at_a_time():
-    model = untrained("bahdanau", seed=4)
-    ids = [[5, 6, 7, 8, 3], [9, 3], [4, 4, 10, 3]]
-    config = SearchConfig(beam_size=3, n_best=3, beam_patience=2.0)
-    together = search(model, *source_batch(ids), config)
-    for sentence, hyps in zip(ids, together, strict=True):
-        alone = search(model, *source_batch([sentence]), config)[0]
-        assert [h.tokens for h in alone] == [h.tokens for h in hyps]
 
 
 def test_output_length_is_bounded_by_the_ratio_of_source_length():
