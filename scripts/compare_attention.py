@@ -8,7 +8,10 @@ seed 12345 unless SACREBLEU_SEED says otherwise) for BLEU and chrF, and every mo
 bootstrap mean and 95% confidence interval of both.
 
     python scripts/compare_attention.py --data FILE [--data-target FILE] [--source-column C]
-        [--target-column C] [--beam-size K] [--batch-size N] [--device D] [--json] MODEL.pt [MODEL.pt ...]
+        [--target-column C] [--beam-size K] [--length-penalty A] [--beam-patience P] [--batch-size N]
+        [--device D] [--json] MODEL.pt [MODEL.pt ...]
+
+Every model searches the same way, set by the flags (greedy by default), not by its stored defaults.
 
 Errors (a missing checkpoint or data file, a bad option) are one line with exit status 2.
 """
@@ -67,7 +70,7 @@ def paired_bootstrap(systems: list[System], corpus: ParallelCorpus) -> tuple[dic
             {key: results[name] for key, name in zip(tested, names, strict=True)})
 
 
-def report(systems: list[System], corpus: ParallelCorpus, beam_size: int, signatures: dict[str, str],
+def report(systems: list[System], corpus: ParallelCorpus, config: SearchConfig, signatures: dict[str, str],
            results: dict[str, list[Result]]) -> dict:
     models = []
     for i, system in enumerate(systems):
@@ -77,8 +80,10 @@ def report(systems: list[System], corpus: ParallelCorpus, beam_size: int, signat
             entry[key] = {"score": getattr(system.scores, key), "mean": float(result.mean), "ci": float(result.ci),
                           "p_value": None if result.p_value is None else float(result.p_value)}
         models.append(entry)
-    return {"data": corpus.path, "n": len(corpus.examples), "beam_size": beam_size, "baseline": systems[0].model,
-            "test": f"paired bootstrap resampling, {N_SAMPLES} samples", "signature": signatures, "models": models}
+    return {"data": corpus.path, "n": len(corpus.examples), "beam_size": config.beam_size,
+            "length_penalty": config.length_penalty, "beam_patience": config.beam_patience,
+            "baseline": systems[0].model, "test": f"paired bootstrap resampling, {N_SAMPLES} samples",
+            "signature": signatures, "models": models}
 
 
 def format_table(summary: dict) -> str:
@@ -93,7 +98,10 @@ def format_table(summary: dict) -> str:
     widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
-    footer = [f"{summary['data']}: {summary['n']} sentences, beam size {summary['beam_size']}; "
+    search = (f"beam size {summary['beam_size']}" if summary["beam_size"] == 1 else
+              f"beam size {summary['beam_size']}, length penalty {summary['length_penalty']:g}, "
+              f"beam patience {summary['beam_patience']:g}")
+    footer = [f"{summary['data']}: {summary['n']} sentences, {search}; "
               f"p: {summary['test']} against {summary['baseline']}"]
     footer += [f"  {name}: {signature}" for name, signature in summary["signature"].items()]
     return "\n".join(lines + footer)
@@ -107,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--source-column")
     parser.add_argument("--target-column")
     parser.add_argument("--beam-size", type=int, default=1, help="1 = greedy (default)")
+    parser.add_argument("--length-penalty", type=float, default=1.0, help="GNMT's alpha (default 1.0)")
+    parser.add_argument("--beam-patience", type=float, default=1.0,
+                        help="a beam ends once beam size x this many answers have finished (default 1.0)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -116,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        config = SearchConfig(beam_size=args.beam_size)
+        config = SearchConfig(beam_size=args.beam_size, length_penalty=args.length_penalty,
+                              beam_patience=args.beam_patience)
         corpus = read_parallel(args.data, args.source_column, args.target_column, args.data_target)
         if corpus.skipped:
             print(f"warning: {corpus.summary()}", file=sys.stderr)
@@ -124,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     except Seq2SeqError as err:
         print(f"compare_attention: error: {err}", file=sys.stderr)
         return 2
-    summary = report(systems, corpus, args.beam_size, *paired_bootstrap(systems, corpus))
+    summary = report(systems, corpus, config, *paired_bootstrap(systems, corpus))
     print(json.dumps(summary) if args.json else format_table(summary))
     return 0
 

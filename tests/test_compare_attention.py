@@ -1,5 +1,5 @@
-"""scripts/compare_attention.py on two tiny checkpoints: the scores of ``seq2seq evaluate``, a
-baseline without a p-value, p-values in (0, 1] for the others, and one-line errors."""
+"""scripts/compare_attention.py on two tiny checkpoints: the scores of ``seq2seq evaluate`` (with the same
+search flags), a baseline without a p-value, p-values in (0, 1] for the others, and one-line errors."""
 
 from __future__ import annotations
 
@@ -90,6 +90,27 @@ def test_table_has_a_row_per_model_with_its_attention(compare, runs):
     assert lines[2].startswith(str(runs[0].best)) and "bahdanau" in lines[2] and "baseline" in lines[2]
     assert lines[3].startswith(str(runs[1].best)) and "luong-dot" in lines[3]
     assert "beam size 2" in stdout
+
+
+def test_search_flags_reach_every_model_as_seq2seq_evaluate_takes_them(compare, runs):
+    search = ("--beam-size", "2", "--length-penalty", "0.5", "--beam-patience", "2")
+    status, stdout, stderr = run_script(compare, "--data", str(runs[0].data.dev), "--json", *search,
+                                        *(str(run.best) for run in runs))
+    assert status == 0, stderr
+    summary = json.loads(stdout)
+    assert (summary["beam_size"], summary["length_penalty"], summary["beam_patience"]) == (2, 0.5, 2.0)
+    for entry, run in zip(summary["models"], runs, strict=True):
+        evaluated = json.loads(run_cli("evaluate", "--model", str(run.best), "--data", str(run.data.dev),
+                                       "--json", *search).stdout)
+        assert (entry["bleu"]["score"], entry["chrf"]["score"]) == (evaluated["bleu"], evaluated["chrf"])
+
+
+def test_out_of_range_search_flag_is_a_one_line_error_with_status_2(compare, runs):
+    status, stdout, stderr = run_script(compare, "--data", str(runs[0].data.dev), "--beam-patience", "0.5",
+                                        str(runs[0].best))
+    assert (status, stdout) == (2, "")
+    assert len(stderr.splitlines()) == 1
+    assert stderr.startswith("compare_attention: error: ") and "beam_patience" in stderr
 
 
 def test_missing_checkpoint_is_a_one_line_error_with_status_2(compare, runs, tmp_path):
