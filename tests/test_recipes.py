@@ -406,7 +406,7 @@ def test_ablate_maintnet_trains_each_variant_and_seed_through_the_cli_and_prints
 
 @pytest.mark.slow
 @pytest.mark.parametrize("attention, extra", [("luong-general", ()), ("luong-concat", ()),
-                                              ("luong-dot", ("--encoder-hidden", "128"))])
+                                              ("luong-dot", ("--encoder-hidden", "64"))])
 def test_every_attention_type_trains_with_the_maintnet_recipe(attention, extra, tmp_path):
     from support import SCRIPTS
 
