@@ -28,20 +28,24 @@ EOS_PIECE = "</s>"
 WORD_START = "\u2581"  # SentencePiece marks a piece that starts a word with it
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
 STATE_VERSION = 1
+ONE_CASE = 0.95  # share of a source vocabulary's letters in one case above which alerts are read in that case
 
 # Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F (tabs and newlines included).
 _CONTROL_TO_SPACE = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)], " ")
 
 
-def normalize(text: str, lowercase: bool = False) -> str:
-    """Unicode NFKC, control characters to spaces, whitespace collapsed and stripped, optionally lower-cased.
+def normalize(text: str, lowercase: bool = False, uppercase: bool = False) -> str:
+    """Unicode NFKC, control characters to spaces, whitespace collapsed and stripped, optionally lower- or
+    upper-cased.
 
-    Idempotent: ``normalize(normalize(x, lc), lc) == normalize(x, lc)``. NFKC runs again after
-    lower-casing because lower-casing can leave text that NFKC would still change.
+    Idempotent: ``normalize(normalize(x, lc, uc), lc, uc) == normalize(x, lc, uc)``. NFKC runs again after
+    a change of case because it can leave text that NFKC would still change.
     """
     text = unicodedata.normalize("NFKC", text)
     if lowercase:
         text = unicodedata.normalize("NFKC", text.lower())
+    elif uppercase:
+        text = unicodedata.normalize("NFKC", text.upper())
     return " ".join(text.translate(_CONTROL_TO_SPACE).split())
 
 
@@ -101,6 +105,25 @@ def _load_model(model: bytes, where: str, side: str) -> spm.SentencePieceProcess
     return processor
 
 
+def vocabulary_case(processor: spm.SentencePieceProcessor) -> str | None:
+    """"upper" or "lower" when (nearly) all the cased letters of the pieces are in that case, else None.
+
+    A vocabulary trained on logbooks written in capitals (MaintNet) has no lower-case pieces, so "oil
+    leak" typed in lower case would read as unknown spans: such a tokenizer reads every alert in
+    capitals, and one of lower-case pieces in lower case (docs/architecture.md).
+    """
+    upper = lower = 0
+    for i in range(processor.get_piece_size()):
+        if not (processor.is_control(i) or processor.is_unknown(i)):
+            piece = processor.id_to_piece(i)
+            upper += sum(char.isupper() for char in piece)
+            lower += sum(char.islower() for char in piece)
+    if upper + lower == 0:
+        return None
+    share = upper / (upper + lower)
+    return "upper" if share >= ONE_CASE else "lower" if share <= 1 - ONE_CASE else None
+
+
 def seed_sampling(seed: int) -> None:
     """Seed SentencePiece's one (process-wide) generator of sampled segmentations."""
     spm.set_random_generator_seed(seed)
@@ -145,6 +168,7 @@ class Tokenizer:
         self._target_model = target_model
         self._source = _load_model(source_model, where, "joint" if config.joint else "source")
         self._target = self._source if target_model is None else _load_model(target_model, where, "target")
+        self._source_case = "lower" if config.lowercase_source else vocabulary_case(self._source)
 
     @classmethod
     def train(cls, sources: list[str], targets: list[str], config: TokenizerConfig) -> Tokenizer:
@@ -205,8 +229,14 @@ class Tokenizer:
     def tgt_vocab_size(self) -> int:
         return self._target.get_piece_size()
 
+    @property
+    def source_case(self) -> str | None:
+        """The case every alert is read in: "lower" (``lowercase_source``, or a vocabulary of lower-case
+        pieces), "upper" (a vocabulary of capitals) or None (as written)."""
+        return self._source_case
+
     def normalize_source(self, text: str) -> str:
-        return normalize(text, self._config.lowercase_source)
+        return normalize(text, lowercase=self._source_case == "lower", uppercase=self._source_case == "upper")
 
     def normalize_target(self, text: str) -> str:
         return normalize(text)

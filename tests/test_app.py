@@ -438,6 +438,17 @@ def test_a_failing_smoke_test_exits_1_with_a_one_line_error(tiny, capsys, monkey
     assert capsys.readouterr().err == expected
 
 
+@pytest.mark.slow
+def test_a_smoke_test_whose_alert_the_translator_cannot_read_names_the_step_and_why(tiny, capsys, monkeypatch):
+    translator, _ = tiny
+    monkeypatch.setattr(smoke, "ALERT", "\u0436\u0436\u0436")  # Cyrillic: no piece of the tiny vocabulary
+    demo = gradio_app.build({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])
+    assert smoke.smoke_test(demo, "tiny", None, gradio_app.MAX_FILE_SIZE, models_s=0.0) == 1
+    expected = ("gradio_app: smoke test failed: /recommend: no recommendation for '\u0436\u0436\u0436' "
+                "(no word of the alert is known to the model; no recommendation)\n")
+    assert capsys.readouterr().err == expected
+
+
 def test_smoke_test_with_a_missing_checkpoint_exits_2_with_a_one_line_error(tmp_path, capsys):
     missing = tmp_path / "missing.pt"
     with pytest.raises(SystemExit) as exit:

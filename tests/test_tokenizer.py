@@ -26,10 +26,10 @@ def assert_one_line(error: pytest.ExceptionInfo) -> str:
 # normalize
 
 
-@given(st.text(), st.booleans())
-def test_normalize_is_idempotent(text, lowercase):
-    once = normalize(text, lowercase)
-    assert normalize(once, lowercase) == once
+@given(st.text(), st.booleans(), st.booleans())
+def test_normalize_is_idempotent(text, lowercase, uppercase):
+    once = normalize(text, lowercase, uppercase)
+    assert normalize(once, lowercase, uppercase) == once
 
 
 @given(st.text())
@@ -45,6 +45,7 @@ def test_normalize_applies_nfkc_turns_controls_into_spaces_and_lowercases_only_w
     text = "  ＰＵＭＰ\tVibration\r\nHIGH\x00 ﬁlter  "
     assert normalize(text) == "PUMP Vibration HIGH filter"
     assert normalize(text, lowercase=True) == "pump vibration high filter"
+    assert normalize(text, uppercase=True) == "PUMP VIBRATION HIGH FILTER"
 
 
 # training and state
@@ -125,7 +126,7 @@ def test_separate_vocabularies_train_one_model_per_side():
     assert state["source_model"] != state["target_model"]
     assert all(UNK_ID not in tokenizer.encode_source(text) for text in sources)
     assert all(UNK_ID not in tokenizer.encode_target(text) for text in targets)
-    assert UNK_ID in tokenizer.encode_source("cool")  # lower-case letters are target-only
+    assert UNK_ID in tokenizer.encode_source("warm")  # W and R are target-only letters
     assert UNK_ID in tokenizer.encode_target("PUMP")
 
 
@@ -156,10 +157,39 @@ def test_every_model_type_trains_and_encodes(model_type):
 
 
 def test_sources_are_lowercased_only_when_configured_and_targets_keep_their_case(tokenizer):
-    assert tokenizer.config.lowercase_source
+    assert tokenizer.config.lowercase_source and tokenizer.source_case == "lower"
     assert tokenizer.encode_source("PUMP  Vibration HIGH") == tokenizer.encode_source("pump vibration high")
     assert tokenizer.normalize_target("Check PUMP") == "Check PUMP"
     assert tokenizer.encode_target("Pump") != tokenizer.encode_target("pump")
+
+
+CAPITALS = ["PUMP HOT", "PUMP COLD", "FAN HOT", "FAN VIBRATION HIGH"], ["COOL PUMP", "WARM PUMP", "COOL FAN",
+                                                                       "CHECK FAN"]
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_a_vocabulary_of_capitals_reads_every_alert_in_capitals(joint):
+    # A logbook written in capitals (MaintNet) has no lower-case piece: "fan hot" typed by a technician
+    # must read as "FAN HOT", not as unknown spans.
+    tokenizer = Tokenizer.train(*CAPITALS, TokenizerConfig(vocab_size=40, joint=joint, lowercase_source=False))
+    assert tokenizer.source_case == "upper"
+    for alert in ("fan hot", "Fan Hot", "fAN hOT"):
+        assert tokenizer.encode_source(alert) == tokenizer.encode_source("FAN HOT")
+        assert UNK_ID not in tokenizer.encode_source(alert)
+        assert tokenizer.source_pieces(alert) == tokenizer.source_pieces("FAN HOT")
+    assert tokenizer.normalize_target("check fan") == "check fan"  # targets keep the case they are given
+
+
+def test_a_vocabulary_of_lower_case_pieces_reads_alerts_in_lower_case_and_a_mixed_one_as_written():
+    lower = [[text.lower() for text in side] for side in CAPITALS]
+    tokenizer = Tokenizer.train(*lower, TokenizerConfig(vocab_size=40, lowercase_source=False))
+    assert tokenizer.source_case == "lower"
+    assert tokenizer.encode_source("FAN HOT") == tokenizer.encode_source("fan hot")
+    mixed = Tokenizer.train([*CAPITALS[0], *lower[0]], [*CAPITALS[1], *lower[1]],
+                            TokenizerConfig(vocab_size=60, lowercase_source=False))
+    assert mixed.source_case is None
+    assert mixed.normalize_source("Fan HOT") == "Fan HOT"
+    assert mixed.encode_source("FAN HOT") != mixed.encode_source("fan hot")
 
 
 def test_encode_source_ends_in_eos_and_has_no_bos(tokenizer):

@@ -67,7 +67,10 @@ def _page(url: str) -> Step:
 
 def _recommend(client: Client, translator: str) -> Step:
     data, ms = _timed("/recommend", lambda: client.predict(ALERT, translator, 1, 1, api_name="/recommend"))
-    best = data["alerts"][0]["recommendations"][0]
+    item = data["alerts"][0]
+    if not item["recommendations"]:  # a translator that cannot read the alert at all, said as the app says it
+        raise SmokeFailure(f"/recommend: no recommendation for {ALERT!r} ({item['warning'] or 'no reason given'})")
+    best = item["recommendations"][0]
     shape = f"{len(best['attention'])}x{len(best['attention'][0])}"
     return Step("/recommend", f"{ALERT!r} -> {best['text']!r} (confidence {best['confidence']:.2f}, "
                 f"attention {shape})", ms)
@@ -76,8 +79,8 @@ def _recommend(client: Client, translator: str) -> Step:
 def _engine_health(client: Client, translator: str, engine: int) -> Step:
     data, ms = _timed("/engine_health", lambda: client.predict(engine, None, None, translator,
                                                                api_name="/engine_health"))
-    first = (f", first {data['alerts'][0]['phrase']!r} -> {data['recommendations'][0]['recommendations'][0]['text']!r}"
-             if data["alerts"] else "")
+    answers = data["recommendations"][0]["recommendations"] if data["alerts"] else []
+    first = f", first {data['alerts'][0]['phrase']!r} -> {answers[0]['text']!r}" if answers else ""
     return Step("/engine_health", f"engine {data['unit']}: RUL {data['rul']:.0f} cycles, {data['health']}, "
                 f"{len(data['alerts'])} alerts{first}", ms)
 
