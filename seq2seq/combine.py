@@ -24,7 +24,7 @@ from seq2seq.checkpoint import load_model, members_weights, save_atomic
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.distributed import ONE_PROCESS, World
-from seq2seq.ensemble import Ensemble, average_weights
+from seq2seq.ensemble import Ensemble, average_weights, weights_cosine
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import fit_trust_on
 from seq2seq.fast.threads import one_core_workers, worker_count
@@ -39,6 +39,7 @@ TEACHER, DISTILLED = "teacher.pt", "distilled.jsonl"  # in OUTPUT_DIR, with trai
 DISTILL_SEARCH = SearchConfig(beam_size=5)  # the teacher's search when the recipe names none
 CPU = torch.device("cpu")
 LAST_MINUTES = 0.05  # a run that starts with the budget spent still trains this long (its best.pt is a model)
+RELATED = 0.5  # weights_cosine below which two checkpoints come from unrelated runs (measured: > 0.99 or about 0)
 
 
 def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemble"],
@@ -57,6 +58,12 @@ def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemb
     if how == "average":
         if any(isinstance(model, Ensemble) for model, _, _ in loaded):
             raise ConfigError("average takes single checkpoints; an ensemble's members are best decoded together")
+        for path, member in zip(paths[1:], members[1:], strict=True):
+            # Runs of other seeds share no basin: the mean of the MaintNet recipe's seven members scored 0.02 BLEU.
+            if (cosine := weights_cosine(members[0], member)) < RELATED:
+                raise ConfigError(f"{path}: its weights are unrelated to {first_path}'s (cosine {cosine:.2f}), so "
+                                  "their mean is no model: average checkpoints of one run, or of runs fine-tuned from "
+                                  "one checkpoint; decode separate runs together with seq2seq ensemble")
         combined: Seq2Seq | Ensemble = build_model(members[0].config)
         combined.load_state_dict(average_weights(members))
     else:

@@ -77,6 +77,13 @@ class Ensemble(nn.Module):
         raise TypeError("an ensemble decodes only (encode, step); train its members one by one")
 
 
+def weights_cosine(a: nn.Module, b: nn.Module) -> float:
+    """Cosine between two models' parameters, all flattened into one vector each (one layout). Checkpoints
+    of one run, even its first epoch against its last, are above 0.99; runs of other seeds near 0."""
+    x, y = (torch.cat([p.detach().float().flatten() for p in model.parameters()]) for model in (a, b))
+    return float(torch.nn.functional.cosine_similarity(x, y, dim=0))
+
+
 def average_weights(models: list[nn.Module | dict[str, Tensor]], shares: list[float] | None = None
                     ) -> dict[str, Tensor]:
     """The element-wise mean of the models' parameters (and buffers), or of state dicts, which must have one

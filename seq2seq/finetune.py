@@ -58,8 +58,8 @@ class Start:
     def load(cls, path: str | Path) -> Start:
         model, tokenizer, payload = load_model(path)
         if not isinstance(model, Seq2Seq):
-            raise ConfigError(f"{path}: --init-from takes one model, not an ensemble (fine-tune a member, or "
-                              "seq2seq average the members first)")
+            raise ConfigError(f"{path}: --init-from takes one model, not an ensemble (fine-tune each member, "
+                              "DIR/member-K/best.pt, then seq2seq ensemble the results)")
         memory, _ = read_memory(payload, path)
         old = [] if memory is None else [Example(alert, action, i) for i, (alert, action)
                                          in enumerate(zip(memory.alerts, memory.actions, strict=True), 1)]

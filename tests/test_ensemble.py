@@ -46,6 +46,19 @@ def test_averaging_gives_the_mean_of_the_inputs_weights(runs, tmp_path):
     assert payload["training_state"] == {}
 
 
+def test_averaging_refuses_the_checkpoints_of_unrelated_runs_which_an_ensemble_takes(runs, tmp_path):
+    payload = read_checkpoint(runs[0])
+    generator = torch.Generator().manual_seed(1)
+    unrelated = {name: w.std() * torch.randn(w.shape, generator=generator) if w.is_floating_point() else w
+                 for name, w in payload["weights"].items()}  # another seed's weights: same layout, no shared basin
+    other = tmp_path / "other-seed.pt"
+    save_atomic({**payload, "weights": unrelated}, other)
+    result = run_cli("average", "--inputs", str(runs[0]), str(other), "--output", str(tmp_path / "avg.pt"))
+    message = assert_one_line_error(result, f"{other}: its weights are unrelated to {runs[0]}'s (cosine ")
+    assert "seq2seq ensemble" in message and not (tmp_path / "avg.pt").exists()
+    combine("ensemble", tmp_path / "ens.pt", runs[0], other)
+
+
 @pytest.mark.parametrize("search", SEARCHES, ids=["greedy", "beam3"])
 def test_an_ensemble_of_one_model_or_of_copies_of_it_answers_as_that_model(runs, tmp_path, search):
     alone = Recommender.from_checkpoint(runs[0]).recommend(ALERTS, search)
