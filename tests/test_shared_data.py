@@ -38,6 +38,12 @@ def test_maintnet_tokenizer_round_trips_every_dev_target():
         target = normalize(example.target)
         if set(target) <= seen:  # characters never seen in training decode to the unknown piece
             assert tokenizer.decode_target(tokenizer.encode_target(example.target)) == target
+    # The logbook is written in capitals: an alert typed in lower or title case reads as the same pieces.
+    assert tokenizer.source_case == "upper"
+    for example in dev.examples[:50]:
+        written = tokenizer.encode_source(example.source)
+        assert tokenizer.encode_source(example.source.lower()) == written
+        assert tokenizer.encode_source(example.source.title()) == written
 
 
 def test_catalog_sensors_are_the_cmapss_sensors_in_order():
