@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
+import torch
 from support import DRIFT_SENSOR, DRIFT_UNIT, RUL_CONFIG, run_cli, trained, trained_rul
 
 from seq2seq.catalog import sensor
+from seq2seq.cli.rul import advice_line
+from seq2seq.recommender import Candidate, Recommendation
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +83,16 @@ def test_alerts_for_one_engine_as_text(rul_run):
     assert result.status == 0, result.stderr
     assert result.stdout_lines[0].startswith(f"engine {DRIFT_UNIT}: RUL ")
     assert sensor(DRIFT_SENSOR).phrase in result.stdout_lines[1]
+
+
+def test_an_out_of_scope_recommendation_reads_as_a_guess_and_the_others_as_advice_with_their_verdict():
+    answer = Candidate("check fan", -1.0, ["check"], torch.ones(1, 1), -1.0)
+    guess = Recommendation("kitchen sink blocked", ["k"], [answer], trust=0.13, verdict="out-of-scope")
+    assert advice_line(guess) == ("OUT OF SCOPE, unlike every past alert; the model's guess, not advice: "
+                                  "\"check fan\"  [out-of-scope, trust 0.13]")
+    advice = replace(guess, trust=0.91, verdict="confident")
+    assert advice_line(advice) == "check fan  [confident, trust 0.91]"
+    assert advice_line(Recommendation("", [], warning="empty alert")) == "(no recommendation)  [empty alert]"
 
 
 @pytest.mark.parametrize("case", ["unknown engine", "bad data file", "corrupt model"])

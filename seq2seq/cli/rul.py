@@ -143,4 +143,6 @@ def advice_line(recommendation: Recommendation) -> str:
     notes = [f"{r.verdict}, trust {r.trust:.2f}"] if r.verdict is not None and r.trust is not None else []
     notes += [r.warning] if r.warning else []
     text = r.text or "(no recommendation)"
+    if r.verdict == "out-of-scope" and r.text:  # as the UI says it: the text is a guess, not advice
+        text = f"OUT OF SCOPE, unlike every past alert; the model's guess, not advice: \"{r.text}\""
     return f"{text}  [{'; '.join(notes)}]" if notes else text
