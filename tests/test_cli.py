@@ -198,8 +198,9 @@ def test_over_long_alert_is_translated_with_a_truncation_warning_naming_the_line
     result = translate(run, f"{ALERTS[0]}\n{LONG_ALERT}\n".encode())
     assert result.status == 0
     assert result.stdout_lines == recommender.translate([ALERTS[0], LONG_ALERT])
-    assert len(result.error_lines) == 1
-    assert "line 2" in result.error_lines[0] and f"to {MAX_SOURCE_LENGTH} pieces" in result.error_lines[0]
+    truncated = [line for line in result.error_lines if "truncated" in line]
+    assert len(truncated) == 1 and f"to {MAX_SOURCE_LENGTH} pieces" in truncated[0]
+    assert all(line.startswith("warning: stdin: line 2: ") for line in result.error_lines)  # (and out of scope)
 
 
 def test_n_best_prints_tab_separated_text_and_score_pairs_best_first(run):
@@ -351,6 +352,18 @@ def test_every_line_ending_on_stdin_ends_an_alert(run, recommender, stdin):
     result = translate(run, stdin)
     assert result.status == 0, result.stderr
     assert result.stdout_lines == recommender.translate(["pump vibration high", "belt worn", "fan speed low"])
+
+
+def test_an_out_of_scope_alert_is_answered_in_its_line_and_called_a_guess_on_stderr(run, recommender):
+    alerts = ["pump vibration high", "the quick brown fox"]
+    assert [r.verdict == "out-of-scope" for r in recommender.recommend(alerts)] == [False, True]
+    result = translate(run, "".join(alert + "\n" for alert in alerts).encode())
+    assert result.status == 0 and result.stdout_lines == recommender.translate(alerts)  # the lines keep their places
+    guess = ("warning: stdin: line 2: out of scope, unlike every past alert: the recommendation written is the "
+             "model's guess, not advice")
+    assert guess in result.error_lines and not any("line 1" in line for line in result.error_lines)
+    as_json = translate(run, b"the quick brown fox\n", "--json")  # its JSON says "verdict" itself
+    assert not any("out of scope" in line for line in as_json.error_lines)
 
 
 def test_an_endless_stdin_line_is_skipped_with_a_warning_and_the_next_line_answered(run, recommender):

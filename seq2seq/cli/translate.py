@@ -238,8 +238,12 @@ def run_translate(args: argparse.Namespace) -> int:
         for (number, text, fault), result in zip(chunk, results, strict=True):
             if fault:
                 print(f"warning: stdin: line {number}: {fault}; empty recommendation written", file=sys.stderr)
-            elif result.warning and text.strip():
-                print(f"warning: stdin: line {number}: {result.warning}", file=sys.stderr)
+            elif text.strip():
+                if result.warning:
+                    print(f"warning: stdin: line {number}: {result.warning}", file=sys.stderr)
+                if result.verdict == "out-of-scope" and not args.json:  # --json carries the verdict itself
+                    print(f"warning: stdin: line {number}: out of scope, unlike every past alert: the recommendation "
+                          "written is the model's guess, not advice", file=sys.stderr)
             if args.json:
                 print(json.dumps(translation_json(result), ensure_ascii=False))
             elif args.n_best == 1:
