@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from typing import Any, NoReturn, TextIO
 
 from seq2seq.cli.combine import add_combine_parsers, run_combine
+from seq2seq.cli.evaluate import add_evaluate_parser, run_evaluate
 from seq2seq.cli.feedback import add_feedback_parser, run_feedback
 from seq2seq.cli.rul import add_rul_parser, run_rul
 from seq2seq.cli.train import add_train_parser, run_train
-from seq2seq.cli.translate import add_translate_parsers, run_evaluate, run_translate
+from seq2seq.cli.translate import add_translate_parser, run_translate
 from seq2seq.errors import Seq2SeqError, shown
 
 
@@ -35,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="seq2seq", description="Maintenance alerts -> repair recommendations.")
     commands = parser.add_subparsers(dest="command", required=True)
     add_train_parser(commands)
-    add_translate_parsers(commands)
+    add_translate_parser(commands)
+    add_evaluate_parser(commands)
     add_combine_parsers(commands)
     add_rul_parser(commands)
     add_feedback_parser(commands)
