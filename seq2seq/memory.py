@@ -9,6 +9,12 @@ with what the nearest past cases did.
 
 The memory travels in the checkpoint as plain strings (``state_dict``); the index is rebuilt from
 them when the checkpoint loads, deterministically.
+
+A query shares some n-gram with nearly every past alert, so scoring them all costs what the decoding
+of a batch does. A large memory is therefore searched in two steps (``_Bounds``): an upper bound on
+every cosine from a low-rank projection (one matrix product for the whole batch), then exact cosines
+for the few cases whose bound reaches the k-th best; the answer is the same as scoring every case,
+to the last bit (tests/test_trust.py), and an alert the bound does not settle is scored in full.
 """
 
 from __future__ import annotations
@@ -16,14 +22,25 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import mul
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from sklearn.decomposition import TruncatedSVD
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from seq2seq.errors import CheckpointError
 from seq2seq.tokenizer import normalize
 
 STATE_VERSION = 1
+BOUND_RANK = 128  # rank of the projection bounding the cosines: its product is a few us per alert
+BOUND_MIN_ALERTS = 1024  # distinct past alerts below which scoring them all is as fast
+BOUND_MIN_BATCH = 8  # alerts per call below which scoring them all is as fast
+SHORTLIST = 16  # cases scored exactly per alert before the bound is checked (docs/trust.md)
+WIDER = 8  # an alert whose bound lets more than WIDER x SHORTLIST cases reach its k-th best is scored in full
+BOUND_SLACK = 1e-4  # added to each bound: the float32 product's rounding (about 1e-6) stays far inside
+WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
 
 
 @dataclass(frozen=True)
@@ -51,19 +68,61 @@ class _Vectors:
     def __init__(self, vectorizer: TfidfVectorizer) -> None:
         self.analyse, self.vocabulary = vectorizer.build_analyzer(), vectorizer.vocabulary_
         self.idf = vectorizer.idf_.tolist()
+        self._columns: dict[str, list[int]] = {}  # word -> its known n-grams' columns, in the analyzer's order
 
     def __call__(self, text: str) -> dict[int, float]:
         """Sublinear tf times idf, of unit length; empty for a text with no known n-gram."""
-        counts = Counter(j for gram in self.analyse(text) if (j := self.vocabulary.get(gram)) is not None)
-        weights = {j: (1.0 + math.log(n)) * self.idf[j] for j, n in counts.items()}
-        norm = math.sqrt(sum(w * w for w in weights.values()))
-        return {j: w / norm for j, w in weights.items()} if norm > 0 else {}
+        # char_wb n-grams never cross a space, so a text's n-grams are its words' n-grams in turn, and
+        # alerts repeat their words: each word is analysed once (a third of a query's cost before).
+        columns: list[int] = []
+        for word in text.split():
+            known = self._columns.get(word)
+            if known is None:
+                if len(self._columns) >= WORD_CACHE:
+                    self._columns.clear()
+                known = self._columns[word] = [j for gram in self.analyse(word)
+                                               if (j := self.vocabulary.get(gram)) is not None]
+            columns += known
+        counts, idf = Counter(columns), self.idf
+        weights = [idf[j] if n == 1 else (1.0 + math.log(n)) * idf[j] for j, n in counts.items()]
+        norm = math.sqrt(sum(map(mul, weights, weights)))
+        return dict(zip(counts, [w / norm for w in weights], strict=True)) if norm > 0 else {}
 
 
 def _dot(a: dict[int, float], b: dict[int, float]) -> float:
     if len(b) < len(a):
         a, b = b, a
-    return sum(w * b.get(j, 0.0) for j, w in a.items())
+    return sum(map(mul, a.values(), map(b.get, a, repeat(0.0))))  # a's weights times b's, in a's order
+
+
+class _Bounds:
+    """Upper bounds on the cosines of unit query vectors with every past alert, from a rank-r projection.
+
+    With an orthonormal basis P, q.m = (qP).(mP) + q'.m', q' and m' the parts outside P, and
+    |q'.m'| <= |q'| |m'| (Cauchy-Schwarz). P is the past alerts' truncated SVD, which holds most of their
+    length, so the bounds are tight: few cases reach the k-th best exact cosine, and only those are scored.
+    """
+
+    def __init__(self, alerts, rank: int) -> None:  # alerts: (U, F) sparse, rows of unit length or zero
+        # Randomized: it always returns (ARPACK may fail to converge on some corpus), and any orthonormal
+        # basis gives valid bounds; a good one only makes them tighter.
+        basis = TruncatedSVD(rank, algorithm="randomized", random_state=0).fit(alerts).components_  # (r, F)
+        projected = alerts @ basis.T  # (U, r)
+        rest = np.sqrt(np.clip(1.0 - (projected ** 2).sum(1), 0.0, None))  # (U,) |m'|
+        self.basis = np.ascontiguousarray(basis.T, dtype=np.float32)  # (F, r)
+        # [mP, |m'|, slack] per alert, so that one product with [qP, |q'|, 1] gives every bound
+        self.alerts = np.vstack([projected.T, rest, np.full(len(rest), BOUND_SLACK)]).astype(np.float32)  # (r+2, U)
+
+    def __call__(self, queries: list[dict[int, float]]) -> np.ndarray:
+        """Query vectors of unit length ({column: weight}) -> bounds (B, U), each at least the exact cosine."""
+        lengths = [len(query) for query in queries]
+        rows = csr_matrix((np.fromiter(chain.from_iterable(map(dict.values, queries)), np.float32, sum(lengths)),
+                           np.fromiter(chain.from_iterable(queries), np.int64, sum(lengths)),
+                           np.concatenate(([0], np.cumsum(lengths)))), shape=(len(queries), self.basis.shape[0]))
+        extended = np.ones((len(queries), self.basis.shape[1] + 2), dtype=np.float32)  # (B, r+2)
+        extended[:, :-2] = rows @ self.basis  # the query's n-grams' rows of the basis, summed
+        extended[:, -2] = np.sqrt(np.clip(1.0 - np.einsum("br,br->b", extended[:, :-2], extended[:, :-2]), 0.0, None))
+        return extended @ self.alerts
 
 
 class CaseMemory:
@@ -83,9 +142,16 @@ class CaseMemory:
         # n-gram the distinct alerts holding it and its weights there, so a query touches only its n-grams.
         distinct = {alert: u for u, alert in enumerate(dict.fromkeys(self.alerts))}
         self._alert_row = np.array([distinct[alert] for alert in self.alerts])  # (N,) pair -> distinct alert
-        postings = self._alert_index.fit_transform(list(distinct)).T.tocsr()  # (n-grams, U), columns of unit length
-        self._postings = postings.indptr, postings.indices, postings.data.astype(np.float64)
-        self._distinct = len(distinct)
+        vectors = self._alert_index.fit_transform(list(distinct)).astype(np.float64)  # (U, F), rows of unit length
+        postings = vectors.T.tocsr()  # (F, U)
+        self._postings = postings.indptr, postings.indices, postings.data
+        self._rows = vectors.astype(np.float32).tocsr()  # float32 as fitted: half the bytes to read
+        self._distinct, self._grams = vectors.shape
+        self._pairs_of: list[list[int]] = [[] for _ in range(self._distinct)]  # distinct alert -> its pairs
+        for pair, row in enumerate(self._alert_row.tolist()):
+            self._pairs_of[row].append(pair)
+        rank = min(BOUND_RANK, self._grams - 1)
+        self._bounds = _Bounds(vectors, rank) if self._distinct >= BOUND_MIN_ALERTS and rank > 0 else None
         self._action_index.fit(self.actions)
         self.alert_vector, self.action_vector = _Vectors(self._alert_index), _Vectors(self._action_index)
         self._action_vectors = [self.action_vector(action) for action in self.actions]
@@ -114,16 +180,85 @@ class CaseMemory:
         if not alerts or k < 1:
             return [[] for _ in alerts]
         k = min(k, len(self))
-        found = []
-        for alert in alerts:  # one query at a time: measured faster than one gather for a whole batch
-            similarity = np.clip(self._similarity(self.alert_vector(normalize(alert))), 0.0, 1.0)[self._alert_row]
-            # Every case at least as similar as the k-th, ties included: argpartition alone would keep an
-            # arbitrary few of many equally similar cases, and a correction (first in memory) could lose.
-            kth = similarity[np.argpartition(-similarity, k - 1)[k - 1]]
-            top = np.flatnonzero(similarity >= kth)
-            best = top[np.lexsort((top, -similarity[top]))][:k]  # most similar first, ties by memory order
-            found.append([Case(self.alerts[j], self.actions[j], float(similarity[j])) for j in best.tolist()])
+        queries = [self.alert_vector(normalize(alert)) for alert in alerts]
+        # A few alerts are scanned in full: the bounds' fixed cost per call outweighs what they save.
+        bounded = self._bounds is not None and len(queries) >= BOUND_MIN_BATCH
+        found = self._shortlisted(queries, k) if bounded else [None] * len(queries)
+        return [cases if cases is not None else self._ranked(self._similarity(query), k)
+                for query, cases in zip(queries, found, strict=True)]
+
+    def _ranked(self, similarity: np.ndarray, k: int) -> list[Case]:
+        """The ``k`` best cases by ``similarity`` to each distinct alert (U,), ties in memory order."""
+        similarity = np.clip(similarity, 0.0, 1.0)[self._alert_row]
+        # Every case at least as similar as the k-th, ties included: argpartition alone would keep an
+        # arbitrary few of many equally similar cases, and a correction (first in memory) could lose.
+        kth = similarity[np.argpartition(-similarity, k - 1)[k - 1]]
+        top = np.flatnonzero(similarity >= kth)
+        best = top[np.lexsort((top, -similarity[top]))][:k]  # most similar first, ties by memory order
+        return [Case(self.alerts[j], self.actions[j], float(similarity[j])) for j in best.tolist()]
+
+    def _shortlisted(self, queries: list[dict[int, float]], k: int) -> list[list[Case] | None]:
+        """``nearest`` from the cases whose bound reaches the k-th best exact cosine among the SHORTLIST
+        of highest bound, for each query where they are few; None for the rest, and an empty query."""
+        bounds = self._bounds(queries)  # (B, U)
+        n = min(SHORTLIST, self._distinct - 1)
+        order = np.argpartition(bounds, self._distinct - n - 1, axis=1)  # the n largest last
+        short, beyond = order[:, -n:], bounds[np.arange(len(queries)), order[:, -n - 1]]  # (B, n), (B,)
+        cosines = np.minimum(np.maximum(self._exact(queries, short), 0.0), 1.0)  # (B, n); np.clip is slower
+        by = np.argsort(-cosines, axis=1, kind="stable")
+        short, cosines = np.take_along_axis(short, by, 1), np.take_along_axis(cosines, by, 1)
+        found: list[list[Case] | None] = []
+        for b, (query, alerts, row) in enumerate(zip(queries, short.tolist(), cosines.tolist(), strict=True)):
+            ranked = self._ranked_among(alerts, row, k)
+            kth = ranked[-1].similarity if query and len(ranked) == k else 0.0
+            if kth > 0 and kth <= beyond[b]:  # cases beyond the shortlist may reach it: score them all
+                wider = np.flatnonzero(bounds[b] >= kth)
+                if wider.size <= WIDER * n:
+                    row = np.minimum(np.maximum(self._exact([query], wider[None])[0], 0.0), 1.0)
+                    by = np.argsort(-row, kind="stable")
+                    ranked = self._ranked_among(wider[by].tolist(), row[by].tolist(), k)
+                else:
+                    ranked = []
+            # kth > 0: a case of cosine 0 ties with every case that shares no n-gram
+            found.append(ranked if kth > 0 and len(ranked) == k else None)
         return found
+
+    def _ranked_among(self, alerts: list[int], cosines: list[float], k: int) -> list[Case]:
+        """The ``k`` best cases of some distinct ``alerts``, given in descending order of their cosines
+        (clipped to [0, 1]), ties in memory order."""
+        chosen: list[tuple[float, int]] = []
+        kth = None
+        for alert, cosine in zip(alerts, cosines, strict=True):
+            if kth is not None and cosine < kth:
+                break
+            chosen += [(-cosine, pair) for pair in self._pairs_of[alert]]
+            if kth is None and len(chosen) >= k:
+                kth = cosine  # the k-th best; alerts as similar still come, for their memory order
+        chosen.sort()
+        return [Case(self.alerts[j], self.actions[j], -negative) for negative, j in chosen[:k]]
+
+    def _exact(self, queries: list[dict[int, float]], alerts: np.ndarray) -> np.ndarray:
+        """Cosines (B, n) of each query with its ``alerts`` (B, n), summed one n-gram after another in the
+        query's order, as ``_similarity`` sums them, so that both give the same bits."""
+        (count, n), lengths = alerts.shape, [len(query) for query in queries]
+        width, total = max(lengths) + 1, sum(lengths)
+        # Each query n-gram's place in its query, from 1; place 0, a column of zeros, takes the alerts' other n-grams.
+        query = np.repeat(np.arange(count), lengths)
+        place = np.arange(1, total + 1) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        places = np.zeros((count, self._grams), dtype=np.int32)  # (B, F)
+        places[query, np.fromiter(chain.from_iterable(queries), np.int64, total)] = place
+        weights = np.zeros((count, width))  # (B, W)
+        weights[query, place] = np.fromiter(chain.from_iterable(map(dict.values, queries)), np.float64, total)
+        indptr, indices, data = self._rows.indptr, self._rows.indices, self._rows.data
+        flat = alerts.ravel()
+        starts, stored = indptr[flat], indptr[flat + 1] - indptr[flat]
+        offsets = np.repeat(starts - np.cumsum(stored) + stored, stored) + np.arange(stored.sum())
+        owner = np.repeat(np.arange(flat.size), stored)  # the (query, alert) each stored weight belongs to
+        terms = np.zeros((flat.size, width))  # (B n, W): the alert's weight of each query n-gram, in query order
+        terms.ravel()[owner * width + places[owner // n, indices[offsets]]] = data[offsets]  # float32 -> 64 exactly
+        terms[:, 0] = 0.0
+        terms.reshape(count, n, width)[...] *= weights[:, None, :]
+        return np.add.accumulate(terms, axis=1)[:, -1].reshape(count, n)  # accumulate: strictly left to right
 
     def _similarity(self, query: dict[int, float]) -> np.ndarray:
         """Cosine of ``query`` with each distinct alert, (U,): the postings of its n-grams, summed."""
@@ -138,8 +273,8 @@ class CaseMemory:
         """For each generated action, its highest similarity in [0, 1] to the actions of its cases."""
         if not actions:
             return []
-        return [self._agreement(self.action_vector(normalize(action)), found)
-                for action, found in zip(actions, cases, strict=True)]
+        vectors = {action: self.action_vector(normalize(action)) for action in dict.fromkeys(actions)}  # answers repeat
+        return [self._agreement(vectors[action], found) for action, found in zip(actions, cases, strict=True)]
 
     def consensus(self, cases: list[list[Case]]) -> list[float]:
         """For each list of cases, most similar first, how far the first case's action agrees with the

@@ -12,10 +12,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from support import TINY_PAIRS, run_cli, tiny_data, train_args, trained, training_threads
 
+from seq2seq import memory as memory_module
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.errors import CheckpointError
 from seq2seq.memory import Case, CaseMemory
 from seq2seq.recommender import Recommender
+from seq2seq.tokenizer import normalize
 from seq2seq.trust import FEATURES, FIRST_FEATURES, VERDICTS, TrustModel, features, fit_trust
 
 ALERTS, ACTIONS = [a for a, _ in TINY_PAIRS], [b for _, b in TINY_PAIRS]
@@ -80,6 +82,61 @@ def test_fast_query_vectors_equal_scikit_learns_transform(memory):
         for column, weight in memory.alert_vector(text).items():
             dense[column] = weight
         np.testing.assert_allclose(dense, row, atol=1e-6)
+
+
+WORDS = [
+    "pump", "valve", "motor", "fan", "bearing", "seal", "leak", "leaking", "high", "low", "temp", "pressure",
+    "vibration", "oil", "fuel", "hyd", "filter", "crack", "cyl", "#3", "l/h", "r/h", "engine", "gear",
+    "door", "light", "inop", "intermittent", "rough", "idle", "mag", "drop", "baffle", "gasket"
+]
+
+
+@pytest.fixture(scope="module")
+def large_memory() -> CaseMemory:
+    """A memory searched through its bounds: random alerts over a small vocabulary, some also in another
+    order (the same vector: exact ties), some answered twice. A low rank leaves the bounds loose, so that
+    every path is taken: the shortlist, scoring the cases the bound lets through, scoring every case."""
+    rng = np.random.default_rng(0)
+    alerts = [" ".join(rng.choice(WORDS, rng.integers(1, 7), replace=False)) for _ in range(1400)]
+    alerts += [" ".join(reversed(alert.split())) for alert in alerts[:100]]
+    actions = [f"replaced {rng.choice(WORDS)} and {rng.choice(WORDS)}" for _ in alerts]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(memory_module, "BOUND_RANK", 16)
+        memory = CaseMemory([*alerts, *alerts[:60]], [*actions, *(f"inspected {a}" for a in alerts[:60])])
+    assert memory._bounds is not None and memory._distinct >= memory_module.BOUND_MIN_ALERTS
+    return memory
+
+
+def full_scan(memory: CaseMemory, alerts: list[str], k: int) -> list[list[Case]]:
+    return [memory._ranked(memory._similarity(memory.alert_vector(normalize(alert))), k) for alert in alerts]
+
+
+def test_a_batch_searched_through_the_bounds_finds_what_scoring_every_case_finds_to_the_bit(large_memory):
+    rng = np.random.default_rng(1)
+    alerts = [*large_memory.alerts[::37],  # copies: similarity 1, tied with their reorderings
+              *(" ".join(rng.choice(WORDS, rng.integers(1, 5), replace=False)) for _ in range(60)),
+              *(alert.replace("e", "3") for alert in large_memory.alerts[5:300:29]),  # misspelled
+              "kitchen sink drain blocked", "", "☃", "zzzz qqqq"]
+    queries = [large_memory.alert_vector(normalize(alert)) for alert in alerts]
+    settled = sum(found is not None for found in large_memory._shortlisted(queries, 3))
+    assert len(alerts) / 4 < settled < len(alerts)  # both paths: the batch's bounds, and scoring every case
+    for k in (1, 3, 8):
+        assert large_memory.nearest(alerts, k) == full_scan(large_memory, alerts, k)
+
+
+@given(st.lists(st.sampled_from([*WORDS, "sink", "printer", "x"]), min_size=1, max_size=8))
+@settings(max_examples=40)
+def test_bounds_are_never_below_the_exact_cosines(large_memory, words):
+    query = large_memory.alert_vector(" ".join(words))
+    if query:
+        assert (large_memory._bounds([query])[0] >= large_memory._similarity(query)).all()
+
+
+def test_query_vectors_are_the_same_when_the_word_cache_starts_again(memory, monkeypatch):
+    texts = [*ALERTS, "pump pump vibration", "valve leaking pump"]
+    before = [memory.alert_vector(text) for text in texts]
+    monkeypatch.setattr(memory_module, "WORD_CACHE", 2)
+    assert [memory.alert_vector(text) for text in texts] == before
 
 
 def test_agreement_is_one_for_an_action_a_case_took_and_lower_for_another(memory):
