@@ -120,8 +120,10 @@ def test_a_batch_searched_through_the_bounds_finds_what_scoring_every_case_finds
     queries = [large_memory.alert_vector(normalize(alert)) for alert in alerts]
     settled = sum(found is not None for found in large_memory._shortlisted(queries, 3))
     assert len(alerts) / 4 < settled < len(alerts)  # both paths: the batch's bounds, and scoring every case
+    vague = [word[:2] for word in WORDS]  # a batch whose every alert is like too many cases to score a few
     for k in (1, 3, 8):
         assert large_memory.nearest(alerts, k) == full_scan(large_memory, alerts, k)
+        assert large_memory.nearest(vague, k) == full_scan(large_memory, vague, k)
 
 
 @given(st.lists(st.sampled_from([*WORDS, "sink", "printer", "x"]), min_size=1, max_size=8))
