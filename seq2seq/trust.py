@@ -38,6 +38,9 @@ TRUST_NEIGHBOURS = 3  # cases whose actions the answer is compared with (indepen
 GOOD_CHRF = 50.0  # a dev answer sharing at least half its character n-grams with the reference is usable
 FLAG_RATE = 0.01  # share of in-domain dev alerts called out of scope (docs/trust.md: why not 5%)
 UNCERTAIN_BELOW = 0.5  # trust under which an answer is more likely unusable than usable
+# What an out-of-scope verdict says wherever a recommendation appears (UI, translate, rul alerts).
+UNLIKE_HISTORY = "unlike every alert in the training history"
+NOT_ADVICE = "the model's guess, not advice"
 MIN_SPREAD = 0.01  # a signal varying less than this on dev is not standardised (fit_trust)
 MIN_CLASS = 5  # dev answers each class needs before the regression is fitted; else the median splits them
 

@@ -30,6 +30,7 @@ from seq2seq.corpus import read_parallel
 from seq2seq.evaluate import score_corpus, selective_scores
 from seq2seq.files import MAX_LINE_BYTES
 from seq2seq.recommender import Recommender
+from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
 
 ROOT = Path(__file__).resolve().parents[1]
 ALERTS = ["pump vibration high", "fan speed low", "valve stuck closed", "oil level low", "motor current high"]
@@ -359,8 +360,7 @@ def test_an_out_of_scope_alert_is_answered_in_its_line_and_called_a_guess_on_std
     assert [r.verdict == "out-of-scope" for r in recommender.recommend(alerts)] == [False, True]
     result = translate(run, "".join(alert + "\n" for alert in alerts).encode())
     assert result.status == 0 and result.stdout_lines == recommender.translate(alerts)  # the lines keep their places
-    guess = ("warning: stdin: line 2: out of scope, unlike every past alert: the recommendation written is the "
-             "model's guess, not advice")
+    guess = f"warning: stdin: line 2: out of scope, {UNLIKE_HISTORY}: the recommendation written is {NOT_ADVICE}"
     assert guess in result.error_lines and not any("line 1" in line for line in result.error_lines)
     as_json = translate(run, b"the quick brown fox\n", "--json")  # its JSON says "verdict" itself
     assert not any("out of scope" in line for line in as_json.error_lines)

@@ -12,6 +12,7 @@ from support import DRIFT_SENSOR, DRIFT_UNIT, RUL_CONFIG, run_cli, trained, trai
 from seq2seq.catalog import sensor
 from seq2seq.cli.rul import advice_line
 from seq2seq.recommender import Candidate, Recommendation
+from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +89,8 @@ def test_alerts_for_one_engine_as_text(rul_run):
 def test_an_out_of_scope_recommendation_reads_as_a_guess_and_the_others_as_advice_with_their_verdict():
     answer = Candidate("check fan", -1.0, ["check"], torch.ones(1, 1), -1.0)
     guess = Recommendation("kitchen sink blocked", ["k"], [answer], trust=0.13, verdict="out-of-scope")
-    assert advice_line(guess) == ("OUT OF SCOPE, unlike every past alert; the model's guess, not advice: "
-                                  "\"check fan\"  [out-of-scope, trust 0.13]")
+    expected = f"OUT OF SCOPE, {UNLIKE_HISTORY}; {NOT_ADVICE}: \"check fan\"  [out-of-scope, trust 0.13]"
+    assert advice_line(guess) == expected
     advice = replace(guess, trust=0.91, verdict="confident")
     assert advice_line(advice) == "check fan  [confident, trust 0.91]"
     assert advice_line(Recommendation("", [], warning="empty alert")) == "(no recommendation)  [empty alert]"

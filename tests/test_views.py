@@ -7,6 +7,7 @@ import torch
 from seq2seq.memory import Case
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.serving.views import alerts_markdown, recommendation_json, translation_json
+from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
 
 
 def recommendation(verdict: str, texts=("inspect pump bearings", "replace pump seal")) -> Recommendation:
@@ -26,6 +27,7 @@ def test_a_confident_answer_shows_its_badge_the_past_cases_and_the_alternatives(
 def test_an_out_of_scope_answer_gives_no_advice_only_a_struck_through_guess_and_the_past_cases():
     page = alerts_markdown([recommendation_json(recommendation("out-of-scope"))])
     assert "**OUT OF SCOPE**" in page and "~~inspect pump bearings~~" in page
+    assert UNLIKE_HISTORY in page and NOT_ADVICE.capitalize() in page  # the words translate and rul alerts use
     assert "**inspect pump bearings**" not in page and "replace pump seal" not in page
     assert "| pump vibration high | inspect pump bearings | 1.00 |" in page
 

@@ -22,6 +22,7 @@ from seq2seq.rul.synthetic import synthetic_engines
 from seq2seq.rul.train import train_members, train_on_engines
 from seq2seq.rul.windows import last_windows
 from seq2seq.serving.views import translation_json
+from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
 
 UNCAPPED = 100_000  # a cap beyond any engine's life
 
@@ -144,5 +145,5 @@ def advice_line(recommendation: Recommendation) -> str:
     notes += [r.warning] if r.warning else []
     text = r.text or "(no recommendation)"
     if r.verdict == "out-of-scope" and r.text:  # as the UI says it: the text is a guess, not advice
-        text = f"OUT OF SCOPE, unlike every past alert; the model's guess, not advice: \"{r.text}\""
+        text = f"OUT OF SCOPE, {UNLIKE_HISTORY}; {NOT_ADVICE}: \"{r.text}\""
     return f"{text}  [{'; '.join(notes)}]" if notes else text

@@ -33,6 +33,7 @@ from seq2seq.serving.destinations import record_path
 from seq2seq.serving.incident_log import FORMATS, UnknownFormat, format_of
 from seq2seq.serving.sharding import translate_shared
 from seq2seq.serving.views import translation_json
+from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
 
 MAX_SIMILAR = 100  # past cases per alert: a page of them, not the whole memory
 MAX_BATCH_SIZE = 100_000  # sentences read and decoded together: a chunk of stdin is held in memory
@@ -231,8 +232,8 @@ def run_translate(args: argparse.Namespace) -> int:
                 if result.warning:
                     print(f"warning: stdin: line {number}: {result.warning}", file=sys.stderr)
                 if result.verdict == "out-of-scope" and not args.json:  # --json carries the verdict itself
-                    print(f"warning: stdin: line {number}: out of scope, unlike every past alert: the recommendation "
-                          "written is the model's guess, not advice", file=sys.stderr)
+                    print(f"warning: stdin: line {number}: out of scope, {UNLIKE_HISTORY}: the recommendation "
+                          f"written is {NOT_ADVICE}", file=sys.stderr)
             if args.json:
                 print(json.dumps(translation_json(result), ensure_ascii=False))
             elif args.n_best == 1:

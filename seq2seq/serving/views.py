@@ -15,7 +15,7 @@ import numpy as np
 
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.rul.monitor import EngineReport
-from seq2seq.trust import FLAG_RATE
+from seq2seq.trust import FLAG_RATE, NOT_ADVICE, UNLIKE_HISTORY
 from seq2seq.words import word_attention
 
 CONFIDENCE_NOTE = ("score = log P(recommendation | alert), divided by GNMT's length penalty under beam search; "
@@ -97,9 +97,9 @@ def alerts_markdown(alerts: list[dict[str, Any]]) -> str:
             lines.append(f"*{item['warning']}*")
         candidates = item["recommendations"]
         if candidates and item["verdict"] == "out-of-scope":
-            lines.append(f"{BADGES['out-of-scope']}: this alert is unlike every alert in the training history. "
+            lines.append(f"{BADGES['out-of-scope']}: this alert is {UNLIKE_HISTORY}. "
                          f"Check it by hand; the nearest past cases are below. "
-                         f"The model's guess, *not advice*: ~~{_cell(candidates[0]['text'])}~~")
+                         f"{NOT_ADVICE.capitalize()}: ~~{_cell(candidates[0]['text'])}~~")
         elif candidates:
             best = candidates[0]
             lines.append(f"{BADGES[item['verdict']]} (trust {item['trust']:.2f}): **{_cell(best['text'])}** — "
