@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain
 from operator import mul
 
 import numpy as np
@@ -89,10 +89,38 @@ class _Vectors:
         return dict(zip(counts, [w / norm for w in weights], strict=True)) if norm > 0 else {}
 
 
-def _dot(a: dict[int, float], b: dict[int, float]) -> float:
-    if len(b) < len(a):
-        a, b = b, a
-    return sum(map(mul, a.values(), map(b.get, a, repeat(0.0))))  # a's weights times b's, in a's order
+def _in_order(vectors: list[dict[int, float]], grams: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each n-gram stands in each vector: places (V, F), 1 + its place in the vector's order (0:
+    absent), and weights (V, W) by place, column 0 zero, so that weights[v, places[v, j]] is v's weight of j."""
+    lengths = np.fromiter(map(len, vectors), np.int64, len(vectors))
+    total = int(lengths.sum())
+    holder = np.repeat(np.arange(len(vectors)), lengths)
+    place = np.arange(1, total + 1) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    places = np.zeros((len(vectors), grams), dtype=np.int32)
+    places[holder, np.fromiter(chain.from_iterable(vectors), np.int64, total)] = place
+    weights = np.zeros((len(vectors), int(lengths.max(initial=0)) + 1))
+    weights[holder, place] = np.fromiter(chain.from_iterable(map(dict.values, vectors)), np.float64, total)
+    return places, weights
+
+
+def _segments(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of ``rows``' entries in a CSR layout, row after row, and the row number (in ``rows``) of each."""
+    starts, stored = indptr[rows], indptr[rows + 1] - indptr[rows]
+    offsets = np.repeat(starts - np.cumsum(stored) + stored, stored) + np.arange(stored.sum())
+    return offsets, np.repeat(np.arange(rows.size), stored)
+
+
+def _sum_in_order(places: np.ndarray, weights: np.ndarray, vector: np.ndarray, count: int,
+                  owner: np.ndarray, columns: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For each of ``count`` products, sum over its vector's n-grams in that vector's order of vector weight x
+    the stored value (0 where none is stored); ``vector`` (count,) names the vector of each product and
+    ``owner``, ``columns``, ``values`` its stored entries. Left to right, as Python's sum adds."""
+    width = weights.shape[1]
+    terms = np.zeros((count, width))  # (C, W): the stored value of each of the vector's n-grams, in its order
+    terms.ravel()[owner * width + places[vector[owner], columns]] = values  # float32 -> float64 exactly
+    terms[:, 0] = 0.0  # place 0 took the stored n-grams the vector lacks
+    terms *= weights[vector]
+    return np.add.accumulate(terms, axis=1)[:, -1]  # accumulate: strictly left to right
 
 
 class _Bounds:
@@ -155,6 +183,12 @@ class CaseMemory:
         self._action_index.fit(self.actions)
         self.alert_vector, self.action_vector = _Vectors(self._alert_index), _Vectors(self._action_index)
         self._action_vectors = [self.action_vector(action) for action in self.actions]
+        lengths = [len(vector) for vector in self._action_vectors]  # as CSR rows, each in its vector's order:
+        self._action_rows = (np.concatenate(([0], np.cumsum(lengths))),
+                             np.fromiter(chain.from_iterable(self._action_vectors), np.int64, sum(lengths)),
+                             np.fromiter(chain.from_iterable(map(dict.values, self._action_vectors)), np.float64,
+                                         sum(lengths)))
+        self._action_grams = len(self._action_index.vocabulary_)
         self._index = {pair: i for i, pair in enumerate(zip(self.alerts, self.actions, strict=True))}
 
     def __len__(self) -> int:
@@ -240,25 +274,11 @@ class CaseMemory:
     def _exact(self, queries: list[dict[int, float]], alerts: np.ndarray) -> np.ndarray:
         """Cosines (B, n) of each query with its ``alerts`` (B, n), summed one n-gram after another in the
         query's order, as ``_similarity`` sums them, so that both give the same bits."""
-        (count, n), lengths = alerts.shape, [len(query) for query in queries]
-        width, total = max(lengths) + 1, sum(lengths)
-        # Each query n-gram's place in its query, from 1; place 0, a column of zeros, takes the alerts' other n-grams.
-        query = np.repeat(np.arange(count), lengths)
-        place = np.arange(1, total + 1) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        places = np.zeros((count, self._grams), dtype=np.int32)  # (B, F)
-        places[query, np.fromiter(chain.from_iterable(queries), np.int64, total)] = place
-        weights = np.zeros((count, width))  # (B, W)
-        weights[query, place] = np.fromiter(chain.from_iterable(map(dict.values, queries)), np.float64, total)
-        indptr, indices, data = self._rows.indptr, self._rows.indices, self._rows.data
-        flat = alerts.ravel()
-        starts, stored = indptr[flat], indptr[flat + 1] - indptr[flat]
-        offsets = np.repeat(starts - np.cumsum(stored) + stored, stored) + np.arange(stored.sum())
-        owner = np.repeat(np.arange(flat.size), stored)  # the (query, alert) each stored weight belongs to
-        terms = np.zeros((flat.size, width))  # (B n, W): the alert's weight of each query n-gram, in query order
-        terms.ravel()[owner * width + places[owner // n, indices[offsets]]] = data[offsets]  # float32 -> 64 exactly
-        terms[:, 0] = 0.0
-        terms.reshape(count, n, width)[...] *= weights[:, None, :]
-        return np.add.accumulate(terms, axis=1)[:, -1].reshape(count, n)  # accumulate: strictly left to right
+        places, weights = _in_order(queries, self._grams)
+        offsets, owner = _segments(self._rows.indptr, alerts.ravel())
+        cosines = _sum_in_order(places, weights, np.repeat(np.arange(len(queries)), alerts.shape[1]), alerts.size,
+                                owner, self._rows.indices[offsets], self._rows.data[offsets])
+        return cosines.reshape(alerts.shape)
 
     def _similarity(self, query: dict[int, float]) -> np.ndarray:
         """Cosine of ``query`` with each distinct alert, (U,): the postings of its n-grams, summed."""
@@ -271,18 +291,35 @@ class CaseMemory:
 
     def agreement(self, actions: list[str], cases: list[list[Case]]) -> list[float]:
         """For each generated action, its highest similarity in [0, 1] to the actions of its cases."""
-        if not actions:
-            return []
-        vectors = {action: self.action_vector(normalize(action)) for action in dict.fromkeys(actions)}  # answers repeat
-        return [self._agreement(vectors[action], found) for action, found in zip(actions, cases, strict=True)]
+        distinct = {action: i for i, action in enumerate(dict.fromkeys(actions))}  # answers repeat
+        vectors = [self.action_vector(normalize(action)) for action in distinct]
+        return self._agreements(vectors, [distinct[action] for action in actions], cases)
 
     def consensus(self, cases: list[list[Case]]) -> list[float]:
         """For each list of cases, most similar first, how far the first case's action agrees with the
         others' (``agreement`` of the past with itself); 0 with fewer than two cases."""
-        return [self._agreement(self._vector(found[0]), found[1:]) if found else 0.0 for found in cases]
+        firsts = [self._action_vectors[self._index[found[0].alert, found[0].action]] if found else {}
+                  for found in cases]
+        return self._agreements(firsts, list(range(len(cases))), [found[1:] for found in cases])
 
-    def _vector(self, case: Case) -> dict[int, float]:
-        return self._action_vectors[self._index[case.alert, case.action]]
-
-    def _agreement(self, vector: dict[int, float], cases: list[Case]) -> float:
-        return min(1.0, max((_dot(vector, self._vector(case)) for case in cases), default=0.0))
+    def _agreements(self, vectors: list[dict[int, float]], which: list[int], cases: list[list[Case]]) -> list[float]:
+        """For each i, the highest dot product (at most 1) of ``vectors[which[i]]`` with the actions of
+        ``cases[i]``, 0 without cases. Each product is summed over the shorter vector's n-grams in its order
+        (the query's when as long), as a dot of two {n-gram: weight} dicts over the shorter would be."""
+        pairs = np.array([self._index[case.alert, case.action] for found in cases for case in found], dtype=np.int64)
+        counts = np.fromiter(map(len, cases), np.int64, len(cases))
+        vector = np.repeat(np.array(which, dtype=np.int64), counts)  # (P,): the vector of each product
+        indptr, columns, values = self._action_rows
+        offsets, owner = _segments(indptr, pairs)
+        places, weights = _in_order(vectors, self._action_grams)
+        # A case's action shorter than the vector: its own n-grams, in its order, times the vector's weights.
+        theirs = weights[vector[owner], places[vector[owner], columns[offsets]]]
+        by_case = np.bincount(owner, weights=values[offsets] * theirs, minlength=pairs.size)
+        by_vector = _sum_in_order(places, weights, vector, pairs.size, owner, columns[offsets], values[offsets])
+        shorter = (indptr[pairs + 1] - indptr[pairs]) < np.array([len(v) for v in vectors], dtype=np.int64)[vector]
+        dots = np.where(shorter, by_case, by_vector).tolist()
+        found, start = [], 0
+        for end in np.cumsum(counts).tolist():
+            found.append(min(1.0, max(dots[start:end], default=0.0)))
+            start = end
+        return found

@@ -134,6 +134,31 @@ def test_bounds_are_never_below_the_exact_cosines(large_memory, words):
         assert (large_memory._bounds([query])[0] >= large_memory._similarity(query)).all()
 
 
+def dict_dot(a: dict[int, float], b: dict[int, float]) -> float:
+    """The dot product as a plain loop: over the shorter vector's n-grams (the first's when as long), in order."""
+    if len(b) < len(a):
+        a, b = b, a
+    return sum(w * b.get(j, 0.0) for j, w in a.items())
+
+
+def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memory):
+    rng = np.random.default_rng(2)
+    alerts = large_memory.alerts[::53]
+    cases = large_memory.nearest(alerts, 3)
+    answers = [" ".join(rng.choice(["replaced", "and", "inspected", *WORDS], rng.integers(1, 12))) for _ in alerts]
+    answers[:3] = ["", "☃", cases[2][0].action]  # no n-gram; the very action of a case
+    # The words of a case's action in another order, one left out: many shared n-grams, met in another order
+    answers[3::2] = [" ".join(rng.permutation(found[0].action.split())[1:]) for found in cases[3::2]]
+    vector = lambda case: large_memory.action_vector(case.action)  # noqa: E731
+    expected = [min(1.0, max((dict_dot(large_memory.action_vector(answer), vector(c)) for c in found), default=0.0))
+                for answer, found in zip(answers, cases, strict=True)]
+    assert large_memory.agreement(answers, cases) == expected and expected[2] == pytest.approx(1.0, abs=1e-6)
+    consensus = [min(1.0, max((dict_dot(vector(found[0]), vector(c)) for c in found[1:]), default=0.0))
+                 for found in cases]
+    assert large_memory.consensus(cases) == consensus
+    assert large_memory.agreement([], []) == [] and large_memory.consensus([[], cases[0][:1]]) == [0.0, 0.0]
+
+
 def test_query_vectors_are_the_same_when_the_word_cache_starts_again(memory, monkeypatch):
     texts = [*ALERTS, "pump pump vibration", "valve leaking pump"]
     before = [memory.alert_vector(text) for text in texts]
