@@ -11,10 +11,11 @@ The memory travels in the checkpoint as plain strings (``state_dict``); the inde
 them when the checkpoint loads, deterministically.
 
 A query shares some n-gram with nearly every past alert, so scoring them all costs what the decoding
-of a batch does. A large memory is therefore searched in two steps (``_Bounds``): an upper bound on
-every cosine from a low-rank projection (one matrix product for the whole batch), then exact cosines
-for the few cases whose bound reaches the k-th best; the answer is the same as scoring every case,
-to the last bit (tests/test_trust.py), and an alert the bound does not settle is scored in full.
+of a batch does. A large memory is therefore searched in two steps (``seq2seq.fast.cosines``): an
+upper bound on every cosine from a low-rank projection (one matrix product for the whole batch), then
+exact cosines for the few cases whose bound reaches the k-th best; the answer is the same as scoring
+every case, to the last bit (tests/test_trust.py), and an alert the bound does not settle is scored
+in full.
 """
 
 from __future__ import annotations
@@ -26,11 +27,10 @@ from itertools import chain
 from operator import mul
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from sklearn.decomposition import TruncatedSVD
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from seq2seq.errors import CheckpointError
+from seq2seq.fast.cosines import CosineBounds, in_order, segments, sum_in_order
 from seq2seq.tokenizer import normalize
 
 STATE_VERSION = 1
@@ -39,7 +39,6 @@ BOUND_MIN_ALERTS = 1024  # distinct past alerts below which scoring them all is 
 BOUND_MIN_BATCH = 8  # alerts per call below which scoring them all is as fast
 SHORTLIST = 16  # cases scored exactly per alert before the bound is checked (docs/trust.md)
 WIDER = 8  # an alert whose bound lets more than WIDER x SHORTLIST cases reach its k-th best is scored in full
-BOUND_SLACK = 1e-4  # added to each bound: the float32 product's rounding (about 1e-6) stays far inside
 WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
 
 
@@ -89,70 +88,6 @@ class _Vectors:
         return dict(zip(counts, [w / norm for w in weights], strict=True)) if norm > 0 else {}
 
 
-def _in_order(vectors: list[dict[int, float]], grams: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where each n-gram stands in each vector: places (V, F), 1 + its place in the vector's order (0:
-    absent), and weights (V, W) by place, column 0 zero, so that weights[v, places[v, j]] is v's weight of j."""
-    lengths = np.fromiter(map(len, vectors), np.int64, len(vectors))
-    total = int(lengths.sum())
-    holder = np.repeat(np.arange(len(vectors)), lengths)
-    place = np.arange(1, total + 1) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    places = np.zeros((len(vectors), grams), dtype=np.int32)
-    places[holder, np.fromiter(chain.from_iterable(vectors), np.int64, total)] = place
-    weights = np.zeros((len(vectors), int(lengths.max(initial=0)) + 1))
-    weights[holder, place] = np.fromiter(chain.from_iterable(map(dict.values, vectors)), np.float64, total)
-    return places, weights
-
-
-def _segments(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The positions of ``rows``' entries in a CSR layout, row after row, and the row number (in ``rows``) of each."""
-    starts, stored = indptr[rows], indptr[rows + 1] - indptr[rows]
-    offsets = np.repeat(starts - np.cumsum(stored) + stored, stored) + np.arange(stored.sum())
-    return offsets, np.repeat(np.arange(rows.size), stored)
-
-
-def _sum_in_order(places: np.ndarray, weights: np.ndarray, vector: np.ndarray, count: int,
-                  owner: np.ndarray, columns: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """For each of ``count`` products, sum over its vector's n-grams in that vector's order of vector weight x
-    the stored value (0 where none is stored); ``vector`` (count,) names the vector of each product and
-    ``owner``, ``columns``, ``values`` its stored entries. Left to right, as Python's sum adds."""
-    width = weights.shape[1]
-    terms = np.zeros((count, width))  # (C, W): the stored value of each of the vector's n-grams, in its order
-    terms.ravel()[owner * width + places[vector[owner], columns]] = values  # float32 -> float64 exactly
-    terms[:, 0] = 0.0  # place 0 took the stored n-grams the vector lacks
-    terms *= weights[vector]
-    return np.add.accumulate(terms, axis=1)[:, -1]  # accumulate: strictly left to right
-
-
-class _Bounds:
-    """Upper bounds on the cosines of unit query vectors with every past alert, from a rank-r projection.
-
-    With an orthonormal basis P, q.m = (qP).(mP) + q'.m', q' and m' the parts outside P, and
-    |q'.m'| <= |q'| |m'| (Cauchy-Schwarz). P is the past alerts' truncated SVD, which holds most of their
-    length, so the bounds are tight: few cases reach the k-th best exact cosine, and only those are scored.
-    """
-
-    def __init__(self, alerts, rank: int) -> None:  # alerts: (U, F) sparse, rows of unit length or zero
-        # Randomized: it always returns (ARPACK may fail to converge on some corpus), and any orthonormal
-        # basis gives valid bounds; a good one only makes them tighter.
-        basis = TruncatedSVD(rank, algorithm="randomized", random_state=0).fit(alerts).components_  # (r, F)
-        projected = alerts @ basis.T  # (U, r)
-        rest = np.sqrt(np.clip(1.0 - (projected ** 2).sum(1), 0.0, None))  # (U,) |m'|
-        self.basis = np.ascontiguousarray(basis.T, dtype=np.float32)  # (F, r)
-        # [mP, |m'|, slack] per alert, so that one product with [qP, |q'|, 1] gives every bound
-        self.alerts = np.vstack([projected.T, rest, np.full(len(rest), BOUND_SLACK)]).astype(np.float32)  # (r+2, U)
-
-    def __call__(self, queries: list[dict[int, float]]) -> np.ndarray:
-        """Query vectors of unit length ({column: weight}) -> bounds (B, U), each at least the exact cosine."""
-        lengths = [len(query) for query in queries]
-        rows = csr_matrix((np.fromiter(chain.from_iterable(map(dict.values, queries)), np.float32, sum(lengths)),
-                           np.fromiter(chain.from_iterable(queries), np.int64, sum(lengths)),
-                           np.concatenate(([0], np.cumsum(lengths)))), shape=(len(queries), self.basis.shape[0]))
-        extended = np.ones((len(queries), self.basis.shape[1] + 2), dtype=np.float32)  # (B, r+2)
-        extended[:, :-2] = rows @ self.basis  # the query's n-grams' rows of the basis, summed
-        extended[:, -2] = np.sqrt(np.clip(1.0 - np.einsum("br,br->b", extended[:, :-2], extended[:, :-2]), 0.0, None))
-        return extended @ self.alerts
-
-
 class CaseMemory:
     """Distinct (alert, action) pairs in first-seen order, indexed on both sides."""
 
@@ -179,7 +114,7 @@ class CaseMemory:
         for pair, row in enumerate(self._alert_row.tolist()):
             self._pairs_of[row].append(pair)
         rank = min(BOUND_RANK, self._grams - 1)
-        self._bounds = _Bounds(vectors, rank) if self._distinct >= BOUND_MIN_ALERTS and rank > 0 else None
+        self._bounds = CosineBounds(vectors, rank) if self._distinct >= BOUND_MIN_ALERTS and rank > 0 else None
         self._action_index.fit(self.actions)
         self.alert_vector, self.action_vector = _Vectors(self._alert_index), _Vectors(self._action_index)
         self._action_vectors = [self.action_vector(action) for action in self.actions]
@@ -274,9 +209,9 @@ class CaseMemory:
     def _exact(self, queries: list[dict[int, float]], alerts: np.ndarray) -> np.ndarray:
         """Cosines (B, n) of each query with its ``alerts`` (B, n), summed one n-gram after another in the
         query's order, as ``_similarity`` sums them, so that both give the same bits."""
-        places, weights = _in_order(queries, self._grams)
-        offsets, owner = _segments(self._rows.indptr, alerts.ravel())
-        cosines = _sum_in_order(places, weights, np.repeat(np.arange(len(queries)), alerts.shape[1]), alerts.size,
+        places, weights = in_order(queries, self._grams)
+        offsets, owner = segments(self._rows.indptr, alerts.ravel())
+        cosines = sum_in_order(places, weights, np.repeat(np.arange(len(queries)), alerts.shape[1]), alerts.size,
                                 owner, self._rows.indices[offsets], self._rows.data[offsets])
         return cosines.reshape(alerts.shape)
 
@@ -310,12 +245,12 @@ class CaseMemory:
         counts = np.fromiter(map(len, cases), np.int64, len(cases))
         vector = np.repeat(np.array(which, dtype=np.int64), counts)  # (P,): the vector of each product
         indptr, columns, values = self._action_rows
-        offsets, owner = _segments(indptr, pairs)
-        places, weights = _in_order(vectors, self._action_grams)
+        offsets, owner = segments(indptr, pairs)
+        places, weights = in_order(vectors, self._action_grams)
         # A case's action shorter than the vector: its own n-grams, in its order, times the vector's weights.
         theirs = weights[vector[owner], places[vector[owner], columns[offsets]]]
         by_case = np.bincount(owner, weights=values[offsets] * theirs, minlength=pairs.size)
-        by_vector = _sum_in_order(places, weights, vector, pairs.size, owner, columns[offsets], values[offsets])
+        by_vector = sum_in_order(places, weights, vector, pairs.size, owner, columns[offsets], values[offsets])
         shorter = (indptr[pairs + 1] - indptr[pairs]) < np.array([len(v) for v in vectors], dtype=np.int64)[vector]
         dots = np.where(shorter, by_case, by_vector).tolist()
         found, start = [], 0

@@ -1,4 +1,5 @@
 """Faster equivalents, the same functions computed faster: tanh and dropout for the CPU, mixed precision,
-int8 weights, embedding tables folded for decoding, one-core decoding workers. Nothing here imports
+int8 weights, embedding tables folded for decoding, one-core decoding workers, cosine bounds for the case
+memory's look-up. Nothing here imports
 the translator core: the core uses these, and a folded or quantised model is built from a trained one.
 """
