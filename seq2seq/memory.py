@@ -124,6 +124,8 @@ class CaseMemory:
                              np.fromiter(chain.from_iterable(map(dict.values, self._action_vectors)), np.float64,
                                          sum(lengths)))
         self._action_grams = len(self._action_index.vocabulary_)
+        self._past_action = dict(zip(self.actions, self._action_vectors, strict=True))  # a translator often
+        # answers with an action taken before: its vector is then already here
         self._index = {pair: i for i, pair in enumerate(zip(self.alerts, self.actions, strict=True))}
 
     def __len__(self) -> int:
@@ -227,7 +229,8 @@ class CaseMemory:
     def agreement(self, actions: list[str], cases: list[list[Case]]) -> list[float]:
         """For each generated action, its highest similarity in [0, 1] to the actions of its cases."""
         distinct = {action: i for i, action in enumerate(dict.fromkeys(actions))}  # answers repeat
-        vectors = [self.action_vector(normalize(action)) for action in distinct]
+        texts = [normalize(action) for action in distinct]
+        vectors = [self._past_action.get(text) or self.action_vector(text) for text in texts]
         return self._agreements(vectors, [distinct[action] for action in actions], cases)
 
     def consensus(self, cases: list[list[Case]]) -> list[float]:
