@@ -105,10 +105,11 @@ class CaseMemory:
         # n-gram the distinct alerts holding it and its weights there, so a query touches only its n-grams.
         distinct = {alert: u for u, alert in enumerate(dict.fromkeys(self.alerts))}
         self._alert_row = np.array([distinct[alert] for alert in self.alerts])  # (N,) pair -> distinct alert
-        vectors = self._alert_index.fit_transform(list(distinct)).astype(np.float64)  # (U, F), rows of unit length
+        fitted = self._alert_index.fit_transform(list(distinct)).tocsr()  # (U, F) float32, rows of unit length
+        vectors = fitted.astype(np.float64)
         postings = vectors.T.tocsr()  # (F, U)
         self._postings = postings.indptr, postings.indices, postings.data
-        self._rows = vectors.astype(np.float32).tocsr()  # float32 as fitted: half the bytes to read
+        self._rows = fitted  # float32 as fitted: half the bytes to read
         self._distinct, self._grams = vectors.shape
         self._pairs_of: list[list[int]] = [[] for _ in range(self._distinct)]  # distinct alert -> its pairs
         for pair, row in enumerate(self._alert_row.tolist()):
@@ -175,7 +176,7 @@ class CaseMemory:
         n = min(SHORTLIST, self._distinct - 1)
         order = np.argpartition(bounds, self._distinct - n - 1, axis=1)  # the n largest last
         short, beyond = order[:, -n:], bounds[np.arange(len(queries)), order[:, -n - 1]]  # (B, n), (B,)
-        cosines = np.minimum(np.maximum(self._exact(queries, short), 0.0), 1.0)  # (B, n); np.clip is slower
+        cosines = self._exact(queries, short)  # (B, n)
         by = np.argsort(-cosines, axis=1, kind="stable")
         short, cosines = np.take_along_axis(short, by, 1), np.take_along_axis(cosines, by, 1)
         found: list[list[Case] | None] = []
@@ -185,7 +186,7 @@ class CaseMemory:
             if kth > 0 and kth <= beyond[b]:  # cases beyond the shortlist may reach it: score them all
                 wider = np.flatnonzero(bounds[b] >= kth)
                 if wider.size <= WIDER * n:
-                    row = np.minimum(np.maximum(self._exact([query], wider[None])[0], 0.0), 1.0)
+                    row = self._exact([query], wider[None])[0]
                     by = np.argsort(-row, kind="stable")
                     ranked = self._ranked_among(wider[by].tolist(), row[by].tolist(), k)
                 else:
@@ -210,20 +211,19 @@ class CaseMemory:
 
     def _exact(self, queries: list[dict[int, float]], alerts: np.ndarray) -> np.ndarray:
         """Cosines (B, n) of each query with its ``alerts`` (B, n), summed one n-gram after another in the
-        query's order, as ``_similarity`` sums them, so that both give the same bits."""
+        query's order, as ``_similarity`` sums them, so that both give the same bits; clipped to [0, 1] as
+        ``_ranked`` clips them."""
         places, weights = in_order(queries, self._grams)
         offsets, owner = segments(self._rows.indptr, alerts.ravel())
         cosines = sum_in_order(places, weights, np.repeat(np.arange(len(queries)), alerts.shape[1]), alerts.size,
                                 owner, self._rows.indices[offsets], self._rows.data[offsets])
-        return cosines.reshape(alerts.shape)
+        return np.minimum(np.maximum(cosines, 0.0), 1.0).reshape(alerts.shape)  # np.clip is slower
 
     def _similarity(self, query: dict[int, float]) -> np.ndarray:
         """Cosine of ``query`` with each distinct alert, (U,): the postings of its n-grams, summed."""
         indptr, indices, data = self._postings
-        columns = np.fromiter(query, dtype=np.int64, count=len(query))
-        starts, lengths = indptr[columns], indptr[columns + 1] - indptr[columns]
-        offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
-        weights = np.repeat(np.fromiter(query.values(), dtype=np.float64, count=len(query)), lengths)
+        offsets, gram = segments(indptr, np.fromiter(query, dtype=np.int64, count=len(query)))
+        weights = np.fromiter(query.values(), dtype=np.float64, count=len(query))[gram]
         return np.bincount(indices[offsets], weights=data[offsets] * weights, minlength=self._distinct)
 
     def agreement(self, actions: list[str], cases: list[list[Case]]) -> list[float]:
