@@ -73,6 +73,7 @@ class TrainConfig:
     label_smoothing: float = 0.1  # of the cross-entropy loss
     teacher_forcing: float = 1.0  # probability of feeding the gold previous token
     word_dropout: float = 0.0  # probability of hiding each training source piece as UNK (data.drop_source_pieces)
+    rdrop: float = 0.0  # > 0: R-Drop, each batch twice through dropout, their symmetric KL weighted so (optimizer.py)
     patience: int = 8  # validations without dev BLEU improvement before stopping early
     validate_every: int = 0  # steps between validations; 0 = once per epoch
     seed: int = 1  # seeds initialisation, shuffling and teacher forcing
@@ -162,7 +163,7 @@ RANGES: dict[str, dict[str, str]] = {
         "epochs": "[1, 100000]", "max_minutes": MINUTES, "batch_tokens": "[1, 10000000]", "learning_rate": RATE,
         "weight_decay": "[0, 10]", "warmup_steps": "[0, 1000000000]", "plateau_patience": COUNT,
         "min_learning_rate": "[0, 10]", "clip_grad_norm": "(0, inf)", "label_smoothing": "[0, 1)",
-        "teacher_forcing": "[0, 1]", "word_dropout": "[0, 1)", "patience": COUNT,
+        "teacher_forcing": "[0, 1]", "word_dropout": "[0, 1)", "rdrop": "[0, 100]", "patience": COUNT,
         "validate_every": "[0, 1000000000]", "seed": SEED,
         "max_target_length": "[1, 10000]", "members": "[1, 64]", "subword_alpha": "[0, 1]",
         "average_best": "[0, 100]", "forget_tolerance": "[0, 100]"},

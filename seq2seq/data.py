@@ -128,6 +128,10 @@ class Batch:
         """A copy with every tensor on ``device`` (src_lengths too; pack_padded_sequence copies it back)."""
         return self._map(lambda tensor: tensor.to(device, non_blocking=non_blocking))
 
+    def twice(self) -> Batch:
+        """The batch followed by itself (2B sentences): R-Drop's two passes through dropout in one."""
+        return dataclasses.replace(self._map(lambda tensor: torch.cat([tensor, tensor])), n_tokens=2 * self.n_tokens)
+
     def pin_memory(self) -> Batch:
         """A copy in pinned memory, called by ``DataLoader(pin_memory=True)``."""
         return self._map(Tensor.pin_memory)

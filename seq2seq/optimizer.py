@@ -35,6 +35,13 @@ def token_loss(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor
     return loss.sum(), nll.sum()
 
 
+def disagreement(logits: Tensor) -> Tensor:
+    """R-Drop's penalty: logits (2N, V) of two passes of the same N positions (the first N, then the
+    second) -> the summed symmetric KL, 1/2 (KL(p||q) + KL(q||p)) = 1/2 sum (p - q)(log p - log q)."""
+    first, second = logits.float().log_softmax(dim=-1).chunk(2)  # (N, V) each
+    return 0.5 * ((first.exp() - second.exp()) * (first - second)).sum()
+
+
 def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig):
     if config.schedule == "plateau":
         return torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -69,11 +76,20 @@ class TrainStep:
 
     def __call__(self, batch: Batch, feed_mask: Tensor | None) -> tuple[float, float, int]:
         """One update on ``batch``; returns its per-token loss and NLL and its target token count.
-        ``feed_mask`` (B, T) bool: scheduled sampling's draws (None: always the gold token)."""
+        ``feed_mask`` (B, T) bool: scheduled sampling's draws (None: always the gold token).
+        With ``rdrop`` the batch goes through the model twice (as one batch of 2B, each half its own
+        dropout); the loss is the mean of both passes' plus rdrop/2 x their mean symmetric KL per token,
+        as in Liang et al. (2021), whose alpha it is."""
+        n_tokens = batch.n_tokens
+        if self.config.rdrop > 0:
+            batch = batch.twice()
+            feed_mask = None if feed_mask is None else torch.cat([feed_mask, feed_mask])
         with autocast(self.device, self.autocast_dtype):
             logits, _ = self.network(batch.src, batch.src_lengths, batch.src_mask, batch.tgt_in, batch.tgt_mask,
                                      feed_mask)  # (N, V) at the real target positions
         loss, nll = token_loss(logits, batch.tgt_out[batch.tgt_mask], self.config.label_smoothing)
+        if self.config.rdrop > 0:
+            loss = loss + self.config.rdrop * disagreement(logits)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss / batch.n_tokens).backward()
         self.scaler.unscale_(self.optimizer)
@@ -82,7 +98,7 @@ class TrainStep:
         self.scaler.update()
         if self.config.schedule == "warmup":
             self.scheduler.step()
-        return loss.item() / batch.n_tokens, nll.item() / batch.n_tokens, batch.n_tokens
+        return loss.item() / batch.n_tokens, nll.item() / batch.n_tokens, n_tokens
 
     def validated(self, bleu: float) -> None:
         """The plateau schedule follows dev BLEU."""

@@ -25,6 +25,7 @@ from seq2seq.config import SearchConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.distributed import ONE_PROCESS
 from seq2seq.ensemble import Ensemble
+from seq2seq.optimizer import disagreement
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import normalize
 
@@ -280,8 +281,48 @@ def test_sampled_segmentations_spell_the_same_text_and_repeat_with_their_seed(tm
         assert source[-1] == tokenizer.encode_source(example.source)[-1]  # EOS last
 
 
-@pytest.mark.parametrize("option", [{"subword_alpha": 0.3}, {"word_dropout": 0.2}], ids=["sampling", "word-dropout"])
-def test_a_run_with_subword_sampling_or_word_dropout_resumed_ends_with_the_weights_of_an_uninterrupted_one(
+def test_the_rdrop_penalty_is_the_symmetric_kl_of_the_two_passes_and_zero_only_when_they_agree():
+    generator = torch.Generator().manual_seed(0)
+    first, second = torch.randn(6, 9, generator=generator), torch.randn(6, 9, generator=generator)
+    p, q = first.log_softmax(-1), second.log_softmax(-1)
+    kl_pq = torch.nn.functional.kl_div(q, p, log_target=True, reduction="sum")  # KL(p || q)
+    kl_qp = torch.nn.functional.kl_div(p, q, log_target=True, reduction="sum")
+    assert torch.allclose(disagreement(torch.cat([first, second])), 0.5 * (kl_pq + kl_qp))
+    assert disagreement(torch.cat([first, second])) > 0
+    assert float(disagreement(torch.cat([first, first + 3.0]))) == pytest.approx(0, abs=1e-9)  # same distributions
+
+
+def test_without_dropout_an_rdrop_step_is_a_plain_step_and_counts_the_batch_once():
+    """Both passes are then the same, so their mean loss is one pass's and the penalty is 0."""
+    from seq2seq.config import ModelConfig
+    from seq2seq.data import collate
+    from seq2seq.model import build_model
+    from seq2seq.optimizer import TrainStep
+
+    generator = torch.Generator().manual_seed(3)
+    pairs = [(torch.randint(4, 12, (n,), generator=generator), torch.randint(4, 12, (n + 1,), generator=generator))
+             for n in (3, 5, 4)]
+    batch = collate(pairs)
+
+    def step(rdrop: float, dropout: float):
+        torch.manual_seed(0)
+        model = build_model(ModelConfig(embed_size=8, encoder_hidden=8, decoder_hidden=8, attention_hidden=8,
+                                        dropout=dropout, src_vocab_size=12, tgt_vocab_size=12, copy=True))
+        loss, nll, tokens = TrainStep(model, TrainConfig(rdrop=rdrop), torch.device("cpu"), ONE_PROCESS)(batch, None)
+        return model.state_dict(), loss, nll, tokens
+
+    (plain, *plain_figures), (twice, *twice_figures) = step(0.0, 0.0), step(2.0, 0.0)
+    assert twice_figures == pytest.approx(plain_figures) and twice_figures[2] == batch.n_tokens
+    for name, tensor in plain.items():
+        assert torch.allclose(tensor, twice[name], atol=1e-6), name
+    # With dropout the passes differ (the same draws for either weight): the penalty is in the loss.
+    (_, light, light_nll, _), (_, heavy, heavy_nll, _) = step(1.0, 0.5), step(3.0, 0.5)
+    assert light_nll == pytest.approx(heavy_nll) and heavy - light > 1e-4
+
+
+@pytest.mark.parametrize("option", [{"subword_alpha": 0.3}, {"word_dropout": 0.2}, {"rdrop": 1.0}],
+                         ids=["sampling", "word-dropout", "rdrop"])
+def test_a_run_with_subword_sampling_word_dropout_or_rdrop_resumed_ends_with_the_weights_of_an_uninterrupted_one(
         option, tmp_path):
     data = tiny_data(tmp_path / "data")
     config = tmp_path / "sampled.json"
