@@ -23,14 +23,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from itertools import chain
 from operator import mul
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from seq2seq.errors import CheckpointError
-from seq2seq.fast.cosines import CosineBounds, in_order, segments, sum_in_order
+from seq2seq.fast.cosines import CosineBounds, csr_rows, in_order, segments, sum_in_order
 from seq2seq.tokenizer import normalize
 
 STATE_VERSION = 1
@@ -119,11 +118,7 @@ class CaseMemory:
         self._action_index.fit(self.actions)
         self.alert_vector, self.action_vector = _Vectors(self._alert_index), _Vectors(self._action_index)
         self._action_vectors = [self.action_vector(action) for action in self.actions]
-        lengths = [len(vector) for vector in self._action_vectors]  # as CSR rows, each in its vector's order:
-        self._action_rows = (np.concatenate(([0], np.cumsum(lengths))),
-                             np.fromiter(chain.from_iterable(self._action_vectors), np.int64, sum(lengths)),
-                             np.fromiter(chain.from_iterable(map(dict.values, self._action_vectors)), np.float64,
-                                         sum(lengths)))
+        self._action_rows = csr_rows(self._action_vectors, np.float64)  # each in its vector's order
         self._action_grams = len(self._action_index.vocabulary_)
         self._past_action = dict(zip(self.actions, self._action_vectors, strict=True))  # a translator often
         # answers with an action taken before: its vector is then already here

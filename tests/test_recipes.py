@@ -21,11 +21,13 @@ from support import (
 )
 
 from seq2seq.checkpoint import load_model, read_checkpoint
-from seq2seq.config import SearchConfig, TokenizerConfig, TrainConfig
+from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import read_parallel
+from seq2seq.data import collate
 from seq2seq.distributed import ONE_PROCESS
 from seq2seq.ensemble import Ensemble
-from seq2seq.optimizer import disagreement
+from seq2seq.model import build_model
+from seq2seq.optimizer import TrainStep, disagreement
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import normalize
 
@@ -294,11 +296,6 @@ def test_the_rdrop_penalty_is_the_symmetric_kl_of_the_two_passes_and_zero_only_w
 
 def test_without_dropout_an_rdrop_step_is_a_plain_step_and_counts_the_batch_once():
     """Both passes are then the same, so their mean loss is one pass's and the penalty is 0."""
-    from seq2seq.config import ModelConfig
-    from seq2seq.data import collate
-    from seq2seq.model import build_model
-    from seq2seq.optimizer import TrainStep
-
     generator = torch.Generator().manual_seed(3)
     pairs = [(torch.randint(4, 12, (n,), generator=generator), torch.randint(4, 12, (n + 1,), generator=generator))
              for n in (3, 5, 4)]

@@ -32,6 +32,14 @@ def in_order(vectors: list[dict[int, float]], grams: int) -> tuple[np.ndarray, n
     return places, weights
 
 
+def csr_rows(vectors: list[dict[int, float]], dtype: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectors as CSR rows (indptr, columns, values), each row in its vector's order (not sorted by column)."""
+    lengths = [len(vector) for vector in vectors]
+    return (np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
+            np.fromiter(chain.from_iterable(vectors), np.int64, sum(lengths)),
+            np.fromiter(chain.from_iterable(map(dict.values, vectors)), dtype, sum(lengths)))
+
+
 def segments(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The positions of ``rows``' entries in a CSR layout, row after row, and the row number (in ``rows``) of each."""
     starts, stored = indptr[rows], indptr[rows + 1] - indptr[rows]
@@ -72,10 +80,8 @@ class CosineBounds:
 
     def __call__(self, queries: list[dict[int, float]]) -> np.ndarray:
         """Query vectors of unit length ({column: weight}) -> bounds (B, U), each at least the exact cosine."""
-        lengths = [len(query) for query in queries]
-        rows = csr_matrix((np.fromiter(chain.from_iterable(map(dict.values, queries)), np.float32, sum(lengths)),
-                           np.fromiter(chain.from_iterable(queries), np.int64, sum(lengths)),
-                           np.concatenate(([0], np.cumsum(lengths)))), shape=(len(queries), self.basis.shape[0]))
+        indptr, columns, values = csr_rows(queries, np.float32)
+        rows = csr_matrix((values, columns, indptr), shape=(len(queries), self.basis.shape[0]))
         extended = np.ones((len(queries), self.basis.shape[1] + 2), dtype=np.float32)  # (B, r+2)
         extended[:, :-2] = rows @ self.basis  # the query's n-grams' rows of the basis, summed
         extended[:, -2] = np.sqrt(np.clip(1.0 - np.einsum("br,br->b", extended[:, :-2], extended[:, :-2]), 0.0, None))
