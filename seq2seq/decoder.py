@@ -141,7 +141,9 @@ class Decoder(nn.Module):
     def rnn_step(self, token: Tensor, feed: Tensor | None, hidden: Tensor) -> tuple[Tensor, Tensor]:
         """The token path on embedded tokens (B, E): see ``TokenPath``."""
         rnn_input = token if feed is None else torch.cat([token, feed], dim=-1)  # (B, E + X)
-        output, hidden = self.rnn(rnn_input.unsqueeze(1), hidden)  # (B, 1, H), (D, B, H)
+        # cuDNN takes only a contiguous hx, and ``DecoderState.head``'s view of D > 1 layers is not one
+        # (the CPU accepts it: a two-layer model failed only on its first CUDA run).
+        output, hidden = self.rnn(rnn_input.unsqueeze(1), hidden.contiguous())  # (B, 1, H), (D, B, H)
         return output.squeeze(1), hidden
 
     def deep_output(self, token: Tensor, top: Tensor, context: Tensor) -> Tensor:

@@ -142,6 +142,22 @@ def test_target_padding_is_never_decoded_and_changes_nothing(name, feeding, forc
         start += n
 
 
+@pytest.mark.parametrize(("name", "feeding"), VARIANTS)
+@pytest.mark.parametrize("layers", [1, 2])
+def test_every_state_handed_to_the_gru_is_contiguous(name, feeding, layers):
+    """cuDNN refuses a non-contiguous hx ("rnn: hx is not contiguous"); the CPU does not, so check it here:
+    training steps over targets of different lengths, with and without scheduled sampling."""
+    model = build_model(tiny_config(name, input_feeding=feeding, num_layers=layers)).train()
+    seen = []
+    model.decoder.rnn.register_forward_pre_hook(lambda _, args: seen.append(args[1].is_contiguous()))
+    src, lengths, mask = sample_batch()
+    tgt_mask = torch.arange(5) < torch.tensor([2, 5, 3]).unsqueeze(1)  # (B, T)
+    tgt_in = torch.randint(4, V, (3, 5)).masked_fill(~tgt_mask, 0)
+    model(src, lengths, mask, tgt_in, tgt_mask)
+    model(src, lengths, mask, tgt_in, tgt_mask, torch.rand(3, 5) < 0.5)
+    assert seen and all(seen)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_dropout_zeroes_about_p_and_keeps_the_expected_value(dtype):
     torch.manual_seed(0)
