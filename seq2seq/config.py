@@ -78,7 +78,7 @@ class TrainConfig:
     validate_every: int = 0  # steps between validations; 0 = once per epoch
     seed: int = 1  # seeds initialisation, shuffling and teacher forcing
     device: str = "auto"  # auto | cpu | cuda
-    precision: str = "auto"  # auto (fp16 on CUDA, fp32 on a CPU) | fp32 | bf16 | fp16: see precision.py
+    precision: str = "auto"  # auto (fp32) | fp32 | bf16 | fp16: see precision.py
     max_target_length: int = 100  # pieces; longer training targets are skipped and counted
     subword_alpha: float = 0.0  # > 0: each epoch's training pairs in freshly sampled pieces (tokenizer.sample_options)
     members: int = 1  # runs of this recipe with seeds seed, seed + 1, ...; > 1: best.pt is their ensemble

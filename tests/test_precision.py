@@ -17,8 +17,10 @@ from seq2seq.runs import build_trainer
 CPU = torch.device("cpu")
 
 
-def test_auto_is_float32_on_a_cpu_and_unknown_names_list_the_valid_ones():
+def test_auto_is_float32_on_a_cpu_and_on_cuda_and_unknown_names_list_the_valid_ones():
     assert autocast_dtype("auto", CPU) is None and autocast_dtype("fp32", CPU) is None
+    assert autocast_dtype("auto", torch.device("cuda")) is None  # fp16 was slower there (docs/gpu-and-torchrun.md)
+    assert autocast_dtype("fp16", torch.device("cuda")) is torch.float16
     with pytest.raises(ConfigError, match="valid: auto, fp32, bf16, fp16"):
         autocast_dtype("fp8", CPU)
 

@@ -72,7 +72,7 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--max-minutes", type=float, help="stop (and save) after this much wall-clock time")
     p.add_argument("--device", choices=DEVICES)
     p.add_argument("--precision", choices=PRECISIONS,
-                   help="matrix products in: auto (fp16 on CUDA, fp32 on a CPU), fp32, bf16 (CUDA, or a CPU "
+                   help="matrix products in: auto (fp32), fp32, bf16 (CUDA, or a CPU "
                         "with AVX512-BF16/AMX), fp16 (CUDA)")
     p.add_argument("--seed", type=int)
     p.add_argument("--batch-tokens", type=int)
