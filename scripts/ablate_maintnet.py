@@ -61,7 +61,8 @@ def run(command: list[str], log: Path) -> str:
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=err, text=True)
     if done.returncode:
         tail = log.read_text(encoding="utf-8").splitlines()[-5:]
-        raise SystemExit(f"ablate_maintnet: error: {' '.join(command)} exited {done.returncode}:\n" + "\n".join(tail))
+        raise SystemExit(f"{Path(sys.argv[0]).stem}: error: {' '.join(command)} exited {done.returncode}:\n"
+                         + "\n".join(tail))
     return done.stdout
 
 

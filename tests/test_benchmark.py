@@ -7,9 +7,11 @@ import sys
 
 import pytest
 import torch
-from support import SCRIPTS, load_script, trained
+from support import RUL_CONFIG, SCRIPTS, TINY_CONFIG, load_script, tiny_data, trained
 
 from seq2seq.fast.precision import cpu_has_native_bf16
+from seq2seq.rul.cmapss import write_cmapss
+from seq2seq.rul.synthetic import synthetic_engines
 
 
 @pytest.mark.slow
@@ -39,4 +41,39 @@ def test_benchmark_measures_every_section_on_the_tiny_run(tmp_path_factory, tmp_
     assert all(r["beam1_p50_ms"] > 0 and r["beam5_p95_ms"] > 0 for r in results["latency"])
     printed = capsys.readouterr().out
     for title in ("Float32 matrix multiply", "Training, target tokens/s", "Translation of the dev split"):
+        assert title in printed
+
+
+@pytest.mark.slow
+def test_the_gpu_benchmark_measures_every_section_through_the_cli(tmp_path_factory, tmp_path, monkeypatch, capsys):
+    """scripts/benchmark_gpu.py, run on the CPU with tiny data: each section's figures come from real runs."""
+    data = tiny_data(tmp_path_factory.getbasetemp() / "tiny-data")
+    recipe, rul_config, fd001 = tmp_path / "recipe.json", tmp_path / "rul.json", tmp_path / "train_SYN.txt"
+    recipe.write_text(json.dumps({**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "members": 2, "epochs": 2,
+                                                           "max_minutes": 5}}))
+    rul_config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 2, "members": 2}}))
+    write_cmapss(fd001, synthetic_engines(20, seed=3, min_life=130, max_life=200))
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    output = tmp_path / "gpu.json"
+    monkeypatch.setattr(sys, "argv", [
+        "benchmark_gpu.py", "--device", "cpu", "--train", str(data.train), "--dev", str(data.dev), "--source-column",
+        "source", "--target-column", "target", "--recipe", str(recipe), "--seconds", "1", "--precisions", "fp32",
+        "--ensemble-seeds", "3", "--batch-sizes", "4", "--fd001", str(fd001), "--fd001-config", str(rul_config),
+        "--output-dir", str(tmp_path / "out"), "--json", str(output)])
+    assert load_script("benchmark_gpu").main() == 0
+    results = json.loads(output.read_text())
+    assert [(r["model"], r["precision"]) for r in results["precision"]] == [
+        ("default configuration", "fp32"), ("recipe member", "fp32")]
+    assert all(r["run_tok_s"] > 0 and 0 < r["seconds"] < 30 for r in results["precision"])
+    [ensemble] = results["ensembles"]
+    assert ensemble["seeds"] == "3-4" and len(ensemble["members_bleu"]) == 2 and ensemble["wall_s"] > 0
+    assert ensemble["greedy"]["beam"] == 1 and 0 <= ensemble["recipe"]["bleu"] <= 100
+    summaries = [json.loads((tmp_path / "out" / "ensemble-3" / f"seed{s}" / "metrics.jsonl").read_text()
+                            .splitlines()[-1]) for s in (3, 4)]
+    assert ensemble["members_bleu"] == [s["best_bleu"] for s in summaries]  # each member's own run, seeds 3 and 4
+    assert [(r["beam"], r["batch"]) for r in results["translate"]] == [(1, 4), (5, 4)]
+    assert all(r["rows_per_s"] > 0 for r in results["translate"])
+    assert len(results["fd001"]["members_rmse"].split(", ")) == 2 and results["fd001"]["epochs"] == 4
+    printed = capsys.readouterr().out
+    for title in ("Training, target tokens/s", "members side by side", "rows/s", "The FD001 recipe"):
         assert title in printed
