@@ -163,7 +163,7 @@ def main() -> int:
     recipe = json.loads(Path(args.recipe).read_text(encoding="utf-8"))
     members = args.members or recipe.get("train", {}).get("members", 1)
     member = out / "member.json"  # the recipe's one run: no budget, since every member here trains alone
-    one = {k: v for k, v in recipe.get("train", {}).items() if k != "max_minutes"}
+    one = {k: v for k, v in recipe.get("train", {}).items() if k not in ("max_minutes", "parallel")}
     member.write_text(json.dumps({**recipe, "train": {**one, "members": 1}}, indent=1) + "\n", encoding="utf-8")
     gpu = (f"{torch.cuda.get_device_name()}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}; "
            if args.device == "cuda" else "")

@@ -1,3 +1,4 @@
 from seq2seq.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when a spawned process (train.parallel) imports it
+    raise SystemExit(main())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -30,8 +30,9 @@ from seq2seq.evaluate import fit_trust_on
 from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.recommender import Recommender, read_memory
-from seq2seq.runs import build_trainer
+from seq2seq.runs import build_trainer, check_settings, fresh_model, shared_tokenizer
 from seq2seq.selection import score_greedy
+from seq2seq.side_by_side import Member, train_side_by_side
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import TrainResult
 
@@ -113,8 +114,12 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         for path in [output_dir / "best.pt", output_dir / TEACHER, output_dir / DISTILLED,
                      *(folder / "result.json" for folder in teachers + students)]:
             path.unlink(missing_ok=True)
-    one = replace(train_config, members=1, distill=False)
-    runs = _Runs(dev, model_config, one, tokenizer_config, resume, overwrite, log, world, len(teachers + students))
+    if train_config.parallel > 1 and world.size > 1:
+        raise ConfigError(f"train.parallel is {train_config.parallel} under torchrun ({world.size} processes): "
+                          "members side by side need one process to start them; set parallel 1 or run without torchrun")
+    one = replace(train_config, members=1, distill=False, parallel=1)
+    runs = _Runs(dev, model_config, one, tokenizer_config, resume, overwrite, log, world, len(teachers + students),
+                 min(train_config.parallel, train_config.members))
     results = runs.train(train, teachers)
     if not students:
         return _summary(results, _save_ensemble(teachers, dev, output_dir / "best.pt", results, log, world))
@@ -139,28 +144,39 @@ class _Runs:
     log: Callable[[str], None]
     world: World
     runs_left: int  # runs of the recipe not yet trained, these and later ones (a distilled recipe's students)
+    slots: int = 1  # runs trained at once (train.parallel)
     tokenizer: Tokenizer | None = None
     started: float = dataclasses.field(default_factory=time.monotonic)
 
     def minutes(self) -> float:
-        """The next run's budget: what is left of the recipe's, shared by the runs still to train (0: none)."""
+        """The next run's budget: what is left of the recipe's, shared by the runs still to train, as many at once
+        as there are slots (0: none)."""
         if self.config.max_minutes <= 0:
             return 0.0
         left = self.config.max_minutes - (time.monotonic() - self.started) / 60
-        return max(left, LAST_MINUTES) / self.runs_left
+        return max(left, LAST_MINUTES) * min(self.slots, self.runs_left) / self.runs_left
+
+    def pending(self, folders: list[Path], results: dict[int, TrainResult]) -> Iterator[tuple[int, Path, TrainConfig]]:
+        """The runs to train, in order, each with its seed and the budget left when it is asked for; a run that
+        finished before (``resume``) goes into ``results`` instead."""
+        for k, folder in enumerate(folders):
+            config = replace(self.config, seed=self.config.seed + k, max_minutes=self.minutes())
+            self.runs_left -= 1
+            if self.resume and (folder / "result.json").is_file():
+                results[k] = TrainResult(**json.loads((folder / "result.json").read_text(encoding="utf-8")))
+                self.log(f"{folder.name} (seed {config.seed}) had finished: {folder}")
+                continue
+            yield k, folder, config
 
     def train(self, train: ParallelCorpus, folders: list[Path], cases: ParallelCorpus | None = None
               ) -> list[TrainResult]:
         """One run per folder, seeds seed, seed + 1, ... (``cases``: their case memory, default ``train``)."""
-        results: list[TrainResult] = []
+        results: dict[int, TrainResult] = {}
         first = self.config.seed
-        for k, folder in enumerate(folders):
-            config = replace(self.config, seed=first + k, max_minutes=self.minutes())
-            self.runs_left -= 1
-            if self.resume and (folder / "result.json").is_file():
-                results.append(TrainResult(**json.loads((folder / "result.json").read_text(encoding="utf-8"))))
-                self.log(f"{folder.name} (seed {config.seed}) had finished: {folder}")
-                continue
+        if self.slots > 1:
+            self.side_by_side(train, folders, cases, results)
+            return [results[k] for k in range(len(folders))]
+        for k, folder, config in self.pending(folders, results):
             trainer = build_trainer(train, self.dev, folder, self.model_config, config, self.tokenizer_config,
                                     self.resume and (folder / "last.pt").is_file(), self.overwrite, self.log,
                                     self.world, cases=cases, tokenizer=self.tokenizer)
@@ -169,12 +185,42 @@ class _Runs:
                          "decoded together as one ensemble")
             self.log(f"{folder.name} ({k + 1}/{len(folders)}): seed {config.seed}, in {folder}")
             self.tokenizer = trainer.tokenizer
-            results.append(trainer.fit())
-            if self.world.is_main:  # written whole or not at all: a half-written record would block --resume
-                (folder / "result.tmp").write_text(json.dumps(dataclasses.asdict(results[-1])) + "\n",
-                                                   encoding="utf-8")
-                (folder / "result.tmp").replace(folder / "result.json")
-        return results
+            results[k] = trainer.fit()
+            if self.world.is_main:
+                _record(folder, results[k])
+        return [results[k] for k in range(len(folders))]
+
+    def side_by_side(self, train: ParallelCorpus, folders: list[Path], cases: ParallelCorpus | None,
+                     results: dict[int, TrainResult]) -> None:
+        """The runs in ``slots`` processes at once (side_by_side.py), the cores split among them."""
+        self.tokenizer = self.tokenizer or shared_tokenizer(train, self.tokenizer_config, self.world)
+        check_settings(self.model_config, self.config, self.tokenizer_config, self.world)  # settings that cannot
+        fresh_model(self.model_config, self.tokenizer)  # train are one line here, not one per process
+        first = self.config.seed
+        self.log(f"{len(folders)} members, seeds {first}..{first + len(folders) - 1}, {self.slots} at once, "
+                 "decoded together as one ensemble")
+        jobs = self.pending(folders, results)
+        state = self.tokenizer.state_dict()
+
+        def start() -> Member | None:
+            k, folder, config = next(jobs, (None, None, None))
+            return None if folder is None else Member(
+                k, folder, train, self.dev, self.model_config, config, self.tokenizer_config,
+                self.resume and (folder / "last.pt").is_file(), self.overwrite, cases, state)
+
+        def finish(member: Member, result: TrainResult) -> None:
+            results[member.index] = result
+            _record(member.folder, result)
+
+        todo = sum(not (self.resume and (folder / "result.json").is_file()) for folder in folders)
+        train_side_by_side(start, finish, self.slots, max(1, torch.get_num_threads() // self.slots), todo, self.log)
+
+
+def _record(folder: Path, result: TrainResult) -> None:
+    """FOLDER/result.json, which marks the run finished for --resume: written whole or not at all (a
+    half-written record would block --resume)."""
+    (folder / "result.tmp").write_text(json.dumps(dataclasses.asdict(result)) + "\n", encoding="utf-8")
+    (folder / "result.tmp").replace(folder / "result.json")
 
 
 def _save_ensemble(folders: list[Path], dev: ParallelCorpus, path: Path, results: list[TrainResult],

@@ -82,6 +82,7 @@ class TrainConfig:
     max_target_length: int = 100  # pieces; longer training targets are skipped and counted
     subword_alpha: float = 0.0  # > 0: each epoch's training pairs in freshly sampled pieces (tokenizer.sample_options)
     members: int = 1  # runs of this recipe with seeds seed, seed + 1, ...; > 1: best.pt is their ensemble
+    parallel: int = 1  # members trained at once, one process each (side_by_side.py; docs/gpu-and-torchrun.md)
     distill: bool = False  # members > 1: their ensemble teaches as many students; best.pt is theirs (combine.py)
     average_best: int = 0  # k > 1: best.pt may be the mean of the k best validations' weights (selection.py)
     forget_tolerance: float = 1.0  # --init-from: dev BLEU best.pt may give up to learn the new pairs (selection.py)
@@ -165,7 +166,7 @@ RANGES: dict[str, dict[str, str]] = {
         "min_learning_rate": "[0, 10]", "clip_grad_norm": "(0, inf)", "label_smoothing": "[0, 1)",
         "teacher_forcing": "[0, 1]", "word_dropout": "[0, 1)", "rdrop": "[0, 100]", "patience": COUNT,
         "validate_every": "[0, 1000000000]", "seed": SEED,
-        "max_target_length": "[1, 10000]", "members": "[1, 64]", "subword_alpha": "[0, 1]",
+        "max_target_length": "[1, 10000]", "members": "[1, 64]", "parallel": "[1, 64]", "subword_alpha": "[0, 1]",
         "average_best": "[0, 100]", "forget_tolerance": "[0, 100]"},
     "SearchConfig": {
         "beam_size": f"[1, {MAX_BEAM_SIZE}]", "n_best": "[1, beam_size]", "length_penalty": "[0, 5]",

@@ -46,11 +46,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     if resume and world.size > 1:
         raise ConfigError(f"--resume runs in one process, not under torchrun ({world.size} processes); "
                           "resume without torchrun, or start over with --overwrite")
-    if init is None and model_config.copy and not tokenizer_config.joint:
-        raise ConfigError("model.copy needs one vocabulary for source and target (tokenizer.joint true, no "
-                          "--separate-vocab), so that a copied source piece is a target piece")
-    device = world.place(resolve_device(train_config.device))
-    autocast_dtype(train_config.precision, device)  # a precision this device cannot run fails before any work
+    device = check_settings(model_config if init is None else None, train_config, tokenizer_config, world)
     if world.is_main:
         prepare_output_dir(output_dir, resume, overwrite)
     torch.manual_seed(train_config.seed)
@@ -65,9 +61,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         model, tokenizer = init
     else:
         tokenizer = tokenizer or shared_tokenizer(train, tokenizer_config, world)
-        model_config = replace(model_config, src_vocab_size=tokenizer.src_vocab_size,
-                               tgt_vocab_size=tokenizer.tgt_vocab_size)
-        model = build_model(model_config)
+        model = fresh_model(model_config, tokenizer)
     if world.size > 1:  # same initial weights everywhere (DDP copies rank 0's too), then each its own dropout
         torch.manual_seed(train_config.seed + RANK_SEED_STRIDE * world.rank)
     train_set = ParallelDataset(train.examples, tokenizer, model.config.max_source_length,
@@ -80,6 +74,24 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         best = trainer.selection.state["best_bleu"]
         log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {best:.2f})")
     return trainer
+
+
+def check_settings(model_config: ModelConfig | None, train_config: TrainConfig, tokenizer_config: TokenizerConfig,
+                   world: World) -> torch.device:
+    """The run's device, or a ConfigError for settings that cannot train, before any work (``model_config``
+    None: a fine-tuning run's, which comes with its start)."""
+    if model_config is not None and model_config.copy and not tokenizer_config.joint:
+        raise ConfigError("model.copy needs one vocabulary for source and target (tokenizer.joint true, no "
+                          "--separate-vocab), so that a copied source piece is a target piece")
+    device = world.place(resolve_device(train_config.device))
+    autocast_dtype(train_config.precision, device)  # a precision this device cannot run
+    return device
+
+
+def fresh_model(model_config: ModelConfig, tokenizer: Tokenizer) -> Seq2Seq:
+    """A new model of ``model_config`` over the tokenizer's vocabularies (ConfigError for sizes that do not fit)."""
+    return build_model(replace(model_config, src_vocab_size=tokenizer.src_vocab_size,
+                               tgt_vocab_size=tokenizer.tgt_vocab_size))
 
 
 def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:

@@ -110,6 +110,44 @@ def test_resume_skips_finished_members_and_rebuilds_the_ensemble(recipe_run, tmp
     assert_one_line_error(again, "already holds a training run", "--resume")
 
 
+def test_members_side_by_side_are_the_members_trained_one_after_the_other(recipe_run, tmp_path):
+    """train.parallel: each member in its own process, with the same tokenizer, seed and threads as in turn."""
+    root, data, config, _ = recipe_run
+    with training_threads():  # one thread here, so one in each of the two processes, as the recipe_run had
+        result = run_cli(*train_args(data, tmp_path / "run"), "--config", str(config), "--parallel", "2")
+    assert result.status == 0, result.stderr
+    assert "2 members, seeds 1..2, 2 at once" in result.stderr and json.loads(result.stdout)["stopped"] == "members"
+    for k in (1, 2):
+        alone, side = (read_checkpoint(run / f"member-{k}" / "best.pt") for run in (root / "run", tmp_path / "run"))
+        assert side["tokenizer"] == alone["tokenizer"] and side["train_config"]["seed"] == k
+        assert all(torch.equal(tensor, alone["weights"][name]) for name, tensor in side["weights"].items())
+        assert "dev BLEU" in (tmp_path / "run" / f"member-{k}" / "train.log").read_text(encoding="utf-8")
+        assert (tmp_path / "run" / f"member-{k}" / "result.json").is_file()
+    assert isinstance(load_model(tmp_path / "run" / "best.pt")[0], Ensemble)
+    with training_threads():
+        again = run_cli(*train_args(data, tmp_path / "run"), "--config", str(config), "--resume", "--parallel", "2")
+    assert again.status == 0, again.stderr
+    assert again.stderr.count("had finished") == 2 and "(its log:" not in again.stderr  # nothing trained again
+
+
+def test_a_member_that_fails_side_by_side_stops_the_recipe_with_its_error_and_keeps_the_others(tmp_path):
+    data = tiny_data(tmp_path / "data")
+    config = tmp_path / "parallel.json"
+    config.write_text(json.dumps({**RECIPE, "train": {**RECIPE["train"], "members": 3, "parallel": 2}}),
+                      encoding="utf-8")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "member-2").write_text("in the way", encoding="utf-8")
+    with training_threads():
+        result = run_cli(*train_args(data, tmp_path / "run"), "--config", str(config))
+    assert result.status == 2
+    assert result.stderr.splitlines()[-1] == (f"seq2seq: error: {tmp_path / 'run' / 'member-2'}: is a file, but "
+                                              f"{tmp_path / 'run' / 'member-2'} needs it to be a folder")
+    assert (tmp_path / "run" / "member-1" / "result.json").is_file()  # it ran on and was kept
+    assert not (tmp_path / "run" / "member-3").exists() and not (tmp_path / "run" / "best.pt").exists()
+    result = run_cli(*train_args(data, tmp_path / "other"), "--config", str(config), "--parallel", "0")
+    assert_one_line_error(result, "argument --parallel: must be in [1, 64], got 0")
+
+
 def test_members_with_init_from_and_a_bad_search_section_are_one_line_errors(tmp_path, tmp_path_factory):
     base = trained(tmp_path_factory.getbasetemp())
     config = tmp_path / "members.json"
@@ -203,6 +241,11 @@ def test_each_member_may_take_what_is_left_of_the_budget_shared_by_the_runs_stil
     runs.started -= 10 * 60  # overspent: the remaining runs still train a little each
     assert runs.minutes() == pytest.approx(LAST_MINUTES / 2)
     assert replace(runs, config=TrainConfig()).minutes() == 0  # no budget: none
+    side_by_side = _Runs(data, tiny_config(), TrainConfig(max_minutes=10), TokenizerConfig(), False, False, print,
+                         ONE_PROCESS, runs_left=4, slots=2)
+    assert side_by_side.minutes() == pytest.approx(5.0, abs=1e-3)  # two at a time: half the budget each
+    side_by_side.runs_left = 1
+    assert side_by_side.minutes() == pytest.approx(10.0, abs=1e-3)  # the last one alone: all that is left
 
 
 # -- RUL ------------------------------------------------------------------------------------------

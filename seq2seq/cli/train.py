@@ -38,6 +38,7 @@ OVERRIDES = {
     "seed": ("train", "seed"), "batch_tokens": ("train", "batch_tokens"), "learning_rate": ("train", "learning_rate"),
     "schedule": ("train", "schedule"), "label_smoothing": ("train", "label_smoothing"),
     "teacher_forcing": ("train", "teacher_forcing"), "patience": ("train", "patience"),
+    "parallel": ("train", "parallel"),
     "vocab_size": ("tokenizer", "vocab_size"), "separate_vocab": ("tokenizer", "joint"),
 }
 FLAG_NAMES = {"input_feeding": "--no-input-feeding"}  # flags whose dest is not their name
@@ -81,6 +82,8 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--label-smoothing", type=float)
     p.add_argument("--teacher-forcing", type=float, help="probability of feeding the gold token (1 = always)")
     p.add_argument("--patience", type=int, help="validations without improvement before stopping")
+    p.add_argument("--parallel", type=int, help="a recipe's members (train.members) trained at once, one process "
+                   "each; on a GPU, as many as there are members (docs/gpu-and-torchrun.md)")
     p.add_argument("--embed-size", type=int)
     p.add_argument("--encoder-hidden", type=int, help="per direction")
     p.add_argument("--decoder-hidden", type=int)
