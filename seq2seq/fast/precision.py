@@ -1,6 +1,6 @@
 """Which float type the matrix products run in: the one switch for mixed precision.
 
-    fp32   every operation in float32 (the reference; the default on a CPU)
+    fp32   every operation in float32 (the reference; what auto means)
     bf16   matrix products in bfloat16 under ``torch.autocast``, weights, softmaxes and the loss in
            float32; on a CPU only where it has native bf16 (AVX512-BF16 or AMX), which runs them
            several times faster than float32 (docs/benchmarks.md); emulated bf16 would be slower
