@@ -10,7 +10,8 @@ own (the same ``build_trainer`` call, tokenizer, seed and budget), so the weight
 after the other with the same number of threads. A member's log lines and progress bars go to
 OUTPUT_DIR/member-K/train.log; this process shows a bar over the members and one line as each ends.
 If a member fails, those still running finish (their runs are kept for ``--resume``), the ones not
-begun are not started, and the failure is raised.
+begun are not started, and the failure is raised; a member's process killed from outside (out of
+memory) is a one-line error that says to resume.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import contextlib
 import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from tqdm import tqdm
 
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import ParallelCorpus
+from seq2seq.errors import Seq2SeqError
 from seq2seq.files import make_folder
 from seq2seq.runs import build_trainer
 from seq2seq.tokenizer import Tokenizer
@@ -92,6 +95,11 @@ def train_side_by_side(start: Callable[[], Member | None], finish: Callable[[Mem
                     member = running.pop(future)
                     try:
                         result = future.result()
+                    except BrokenProcessPool:  # killed from outside (out of memory?): no exception to pass on
+                        err = Seq2SeqError(f"{member.folder.name}: its process ended abruptly (killed, or out of "
+                                           "memory?); the members that finished are kept: continue with --resume")
+                        failure = failure or err
+                        continue
                     except Exception as err:  # the others run on; their work is kept for --resume
                         failure = failure or err
                         say(f"{member.folder.name} failed ({err}); see {member.folder / LOG}"

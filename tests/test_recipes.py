@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,6 +28,7 @@ from seq2seq.corpus import read_parallel
 from seq2seq.data import collate
 from seq2seq.distributed import ONE_PROCESS
 from seq2seq.ensemble import Ensemble
+from seq2seq.errors import Seq2SeqError
 from seq2seq.model import build_model
 from seq2seq.optimizer import TrainStep, disagreement
 from seq2seq.recommender import Recommender
@@ -146,6 +149,24 @@ def test_a_member_that_fails_side_by_side_stops_the_recipe_with_its_error_and_ke
     assert not (tmp_path / "run" / "member-3").exists() and not (tmp_path / "run" / "best.pt").exists()
     result = run_cli(*train_args(data, tmp_path / "other"), "--config", str(config), "--parallel", "0")
     assert_one_line_error(result, "argument --parallel: must be in [1, 64], got 0")
+
+
+class _Doomed:
+    """A member whose process dies as it reads its task, as one killed from outside (out of memory) does."""
+
+    index, folder, config = 0, Path("member-1"), TrainConfig(seed=1)
+
+    def __reduce__(self):
+        return os._exit, (3,)
+
+
+def test_a_member_process_killed_from_outside_is_a_one_line_error_that_says_to_resume():
+    from seq2seq.side_by_side import train_side_by_side
+
+    members, lines = [_Doomed()], []
+    with pytest.raises(Seq2SeqError, match=r"^member-1: its process ended abruptly .*continue with --resume$"):
+        train_side_by_side(lambda: members.pop() if members else None, lambda *_: None, 1, 1, 1, lines.append)
+    assert lines == ["member-1: seed 1, in member-1 (its log: member-1/train.log)"]
 
 
 def test_members_with_init_from_and_a_bad_search_section_are_one_line_errors(tmp_path, tmp_path_factory):
