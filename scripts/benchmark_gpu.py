@@ -7,9 +7,10 @@ Sections, each a Markdown table:
 1. training target tokens/s of ``seq2seq train`` by precision, for the default configuration and for one
    member of the MaintNet recipe (``--recipe`` with ``members: 1``), each run stopped after ``--seconds``:
    *steady* is the median of each validation interval's own rate from the third on, *run* the whole run's;
-2. the recipe's members trained side by side (one process each, seeds s to s + members - 1 for each
-   ``--ensemble-seeds`` s), joined by ``seq2seq ensemble --dev`` and scored by ``seq2seq evaluate --json``
-   with the recipe's search and greedily (BLEU over all answers and over the 80% most trusted);
+2. the recipe trained with all its members side by side (``seq2seq train --config RECIPE --seed s
+   --parallel MEMBERS`` for each ``--ensemble-seeds`` s: one process per member) and its ensemble scored by
+   ``seq2seq evaluate --json`` with the recipe's search and greedily (BLEU over all answers and over the
+   80% most trusted);
 3. ``seq2seq translate --input`` of the dev split: rows/s by search and batch size (the rate it prints);
 4. with ``--fd001``: ``seq2seq rul train`` with the FD001 recipe, seed 1: wall time, epochs and the
    members' own validation RMSE.
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -50,7 +50,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--recipe", default=str(ROOT / "scripts" / "configs" / "maintnet-best.json"))
     p.add_argument("--seconds", type=float, default=25.0, help="time limit of each precision's run")
     p.add_argument("--precisions", nargs="+", default=["fp16", "fp32", "bf16"])
-    p.add_argument("--members", type=int, help="members side by side (default: the recipe's)")
     p.add_argument("--ensemble-seeds", nargs="+", type=int, default=[1])
     p.add_argument("--batch-sizes", nargs="+", type=int, default=[16, 64, 256])
     p.add_argument("--fd001", help="C-MAPSS training file for section 4 (skipped without it)")
@@ -99,24 +98,15 @@ def precision_speed(args: argparse.Namespace, member: Path, out: Path) -> list[d
     return results
 
 
-def side_by_side(args: argparse.Namespace, member: Path, members: int, first: int, out: Path) -> dict:
-    """``members`` runs of the recipe's member at once, one process each, then their ensemble's dev scores."""
-    folders = [out / f"ensemble-{first}" / f"seed{first + k}" for k in range(members)]
-    threads = str(max(1, (os.cpu_count() or 1) // members))
+def side_by_side(args: argparse.Namespace, members: int, first: int, out: Path) -> dict:
+    """The recipe with seeds ``first``... and all its ``members`` at once (``--parallel``), then its dev scores."""
+    run_dir = out / f"ensemble-{first}"
     started = time.monotonic()
-    with (out / "log.txt").open("a", encoding="utf-8") as err:
-        children = [subprocess.Popen([sys.executable, "-m", "seq2seq", *train_argv(args, member, folder, first + k)],
-                                     stdout=subprocess.PIPE, stderr=err, text=True,
-                                     env={**os.environ, "OMP_NUM_THREADS": threads})
-                    for k, folder in enumerate(folders)]
-        outputs = [child.communicate()[0] for child in children]
+    cli(*train_argv(args, Path(args.recipe), run_dir, first, "--parallel", str(members)), log=out / "log.txt")
     wall = time.monotonic() - started
-    if any(child.returncode for child in children):
-        raise SystemExit(f"benchmark_gpu: error: a member's training failed; see {out / 'log.txt'}")
-    bleus = [round(json.loads(output.splitlines()[-1])["best_bleu"], 2) for output in outputs]
-    model = out / f"ensemble-{first}" / "ensemble.pt"
-    cli("ensemble", "--inputs", *[str(f / "best.pt") for f in folders], "--output", str(model), "--overwrite",
-        "--dev", args.dev, *pairs(args), log=out / "log.txt")
+    bleus = [round(json.loads((run_dir / f"member-{k + 1}" / "result.json").read_text())["best_bleu"], 2)
+             for k in range(members)]
+    model = run_dir / "best.pt"
     scores = {}
     for search, extra in (("recipe", []), ("greedy", ["--beam-size", "1"])):
         result = json.loads(cli("evaluate", "--model", str(model), "--data", args.dev, *pairs(args), "--device",
@@ -161,7 +151,7 @@ def main() -> int:
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     recipe = json.loads(Path(args.recipe).read_text(encoding="utf-8"))
-    members = args.members or recipe.get("train", {}).get("members", 1)
+    members = recipe.get("train", {}).get("members", 1)  # all of them at once in section 2
     member = out / "member.json"  # the recipe's one run: no budget, since every member here trains alone
     one = {k: v for k, v in recipe.get("train", {}).items() if k not in ("max_minutes", "parallel")}
     member.write_text(json.dumps({**recipe, "train": {**one, "members": 1}}, indent=1) + "\n", encoding="utf-8")
@@ -173,13 +163,13 @@ def main() -> int:
     table(f"Training, target tokens/s ({args.device}; runs of {args.seconds:g} s)",
           ["model", "precision", "steady tok/s", "run tok/s", "seconds", "best dev BLEU"],
           [[("-" if v is None else v) for v in r.values()] for r in results["precision"]])
-    results["ensembles"] = [side_by_side(args, member, members, first, out) for first in args.ensemble_seeds]
+    results["ensembles"] = [side_by_side(args, members, first, out) for first in args.ensemble_seeds]
     table(f"The recipe's {members} members side by side, and their ensemble on dev",
           ["seeds", "wall", "members' greedy BLEU", "recipe's search: BLEU (80% most trusted)", "greedy (80%)"],
           [[e["seeds"], f"{e['wall_s']} s", ", ".join(map(str, e["members_bleu"])),
             f"{e['recipe']['bleu']} ({e['recipe']['bleu_80']}), beam {e['recipe']['beam']}",
             f"{e['greedy']['bleu']} ({e['greedy']['bleu_80']})"] for e in results["ensembles"]])
-    first = out / f"ensemble-{args.ensemble_seeds[0]}" / f"seed{args.ensemble_seeds[0]}" / "best.pt"
+    first = out / f"ensemble-{args.ensemble_seeds[0]}" / "member-1" / "best.pt"
     results["translate"] = decode_speed(args, first, out)
     table("seq2seq translate of the dev split, rows/s (one recipe member)", ["search", *map(str, args.batch_sizes)],
           [[name, *(r["rows_per_s"] for r in results["translate"] if r["beam"] == beam)]

@@ -68,8 +68,8 @@ def test_the_gpu_benchmark_measures_every_section_through_the_cli(tmp_path_facto
     [ensemble] = results["ensembles"]
     assert ensemble["seeds"] == "3-4" and len(ensemble["members_bleu"]) == 2 and ensemble["wall_s"] > 0
     assert ensemble["greedy"]["beam"] == 1 and 0 <= ensemble["recipe"]["bleu"] <= 100
-    summaries = [json.loads((tmp_path / "out" / "ensemble-3" / f"seed{s}" / "metrics.jsonl").read_text()
-                            .splitlines()[-1]) for s in (3, 4)]
+    summaries = [json.loads((tmp_path / "out" / "ensemble-3" / f"member-{k}" / "metrics.jsonl").read_text()
+                            .splitlines()[-1]) for k in (1, 2)]
     assert ensemble["members_bleu"] == [s["best_bleu"] for s in summaries]  # each member's own run, seeds 3 and 4
     assert [(r["beam"], r["batch"]) for r in results["translate"]] == [(1, 4), (5, 4)]
     assert all(r["rows_per_s"] > 0 for r in results["translate"])
