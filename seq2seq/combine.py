@@ -156,17 +156,22 @@ class _Runs:
         left = self.config.max_minutes - (time.monotonic() - self.started) / 60
         return max(left, LAST_MINUTES) * min(self.slots, self.runs_left) / self.runs_left
 
-    def pending(self, folders: list[Path], results: dict[int, TrainResult]) -> Iterator[tuple[int, Path, TrainConfig]]:
-        """The runs to train, in order, each with its seed and the budget left when it is asked for; a run that
-        finished before (``resume``) goes into ``results`` instead."""
+    def finished(self, folder: Path) -> bool:
+        """Whether ``--resume`` finds the run in ``folder`` done (its result.json)."""
+        return self.resume and (folder / "result.json").is_file()
+
+    def pending(self, folders: list[Path], results: dict[int, TrainResult]
+                ) -> Iterator[tuple[int, Path, TrainConfig, bool]]:
+        """The runs to train, in order, each with its seed, the budget left when it is asked for and whether it
+        continues its last.pt; a run that finished before (``resume``) goes into ``results`` instead."""
         for k, folder in enumerate(folders):
             config = replace(self.config, seed=self.config.seed + k, max_minutes=self.minutes())
             self.runs_left -= 1
-            if self.resume and (folder / "result.json").is_file():
+            if self.finished(folder):
                 results[k] = TrainResult(**json.loads((folder / "result.json").read_text(encoding="utf-8")))
                 self.log(f"{folder.name} (seed {config.seed}) had finished: {folder}")
                 continue
-            yield k, folder, config
+            yield k, folder, config, self.resume and (folder / "last.pt").is_file()
 
     def train(self, train: ParallelCorpus, folders: list[Path], cases: ParallelCorpus | None = None
               ) -> list[TrainResult]:
@@ -176,10 +181,10 @@ class _Runs:
         if self.slots > 1:
             self.side_by_side(train, folders, cases, results)
             return [results[k] for k in range(len(folders))]
-        for k, folder, config in self.pending(folders, results):
+        for k, folder, config, resume in self.pending(folders, results):
             trainer = build_trainer(train, self.dev, folder, self.model_config, config, self.tokenizer_config,
-                                    self.resume and (folder / "last.pt").is_file(), self.overwrite, self.log,
-                                    self.world, cases=cases, tokenizer=self.tokenizer)
+                                    resume, self.overwrite, self.log, self.world, cases=cases,
+                                    tokenizer=self.tokenizer)
             if self.tokenizer is None:  # logged once the first model is built: a bad configuration is one line alone
                 self.log(f"{len(folders)} members, seeds {first}..{first + len(folders) - 1}, "
                          "decoded together as one ensemble")
@@ -203,16 +208,15 @@ class _Runs:
         state = self.tokenizer.state_dict()
 
         def start() -> Member | None:
-            k, folder, config = next(jobs, (None, None, None))
-            return None if folder is None else Member(
-                k, folder, train, self.dev, self.model_config, config, self.tokenizer_config,
-                self.resume and (folder / "last.pt").is_file(), self.overwrite, cases, state)
+            k, folder, config, resume = next(jobs, (None, None, None, None))
+            return None if folder is None else Member(k, folder, train, self.dev, self.model_config, config,
+                                                      self.tokenizer_config, resume, self.overwrite, cases, state)
 
         def finish(member: Member, result: TrainResult) -> None:
             results[member.index] = result
             _record(member.folder, result)
 
-        todo = sum(not (self.resume and (folder / "result.json").is_file()) for folder in folders)
+        todo = sum(not self.finished(folder) for folder in folders)
         train_side_by_side(start, finish, self.slots, max(1, torch.get_num_threads() // self.slots), todo, self.log)
 
 
