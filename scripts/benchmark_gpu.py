@@ -25,7 +25,6 @@ import argparse
 import json
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,6 +60,13 @@ def parse_args() -> argparse.Namespace:
 
 def cli(*argv: str, log: Path) -> str:
     return run([sys.executable, "-m", "seq2seq", *argv], log)
+
+
+def cli_stderr(*argv: str, log: Path) -> tuple[str, str]:
+    """(stdout, stderr) of one CLI command, its stderr kept in ``log`` (started afresh) for the rates it prints."""
+    log.unlink(missing_ok=True)
+    stdout = cli(*argv, log=log)
+    return stdout, log.read_text(encoding="utf-8")
 
 
 def pairs(args: argparse.Namespace) -> list[str]:
@@ -122,26 +128,20 @@ def decode_speed(args: argparse.Namespace, model: Path, out: Path) -> list[dict]
         for batch in args.batch_sizes:
             output = out / f"translated-{beam}-{batch}.tsv"
             output.unlink(missing_ok=True)
-            with (out / "translate.txt").open("w+", encoding="utf-8") as err:
-                subprocess.run([sys.executable, "-m", "seq2seq", "translate", "--model", str(model), "--device",
-                                args.device, "--input", args.dev, "--column", args.source_column, "--output",
-                                str(output), "--beam-size", str(beam), "--batch-size", str(batch)],
-                               stdout=subprocess.DEVNULL, stderr=err, check=True)
-                err.seek(0)
-                rate = RATE.findall(err.read())
+            _, err = cli_stderr("translate", "--model", str(model), "--device", args.device, "--input", args.dev,
+                                "--column", args.source_column, "--output", str(output), "--beam-size", str(beam),
+                                "--batch-size", str(batch), log=out / "translate.txt")
+            rate = RATE.findall(err)
             results.append({"beam": beam, "batch": batch, "rows_per_s": int(rate[-1])})
     return results
 
 
 def fd001(args: argparse.Namespace, out: Path) -> dict:
     started = time.monotonic()
-    with (out / "rul.txt").open("w+", encoding="utf-8") as err:
-        done = subprocess.run([sys.executable, "-m", "seq2seq", "rul", "train", "--data", args.fd001, "--output-dir",
-                               str(out / "fd001"), "--config", args.fd001_config, "--seed", "1", "--device",
-                               args.device], stdout=subprocess.PIPE, stderr=err, text=True, check=True)
-        err.seek(0)
-        members = RUL_MEMBERS.findall(err.read())
-    summary = json.loads(done.stdout.splitlines()[-1])
+    stdout, err = cli_stderr("rul", "train", "--data", args.fd001, "--output-dir", str(out / "fd001"), "--config",
+                             args.fd001_config, "--seed", "1", "--device", args.device, log=out / "rul.txt")
+    members = RUL_MEMBERS.findall(err)
+    summary = json.loads(stdout.splitlines()[-1])
     return {"wall_s": round(time.monotonic() - started, 1), "epochs": summary["epochs"],
             "members_rmse": members[-1] if members else f"{summary['best_rmse']:.2f}"}
 
