@@ -5,7 +5,7 @@
 
 The 100 engines of ``train_FD001.txt`` are dealt (seeded, fixed) into 5 folds of 20. For a fold, every
 run trains on the other 80 exactly as one member of ``seq2seq rul train`` with ``rul.members`` does
-(``seq2seq.rul.train.train_on_engines`` with a shared preprocessor: preprocessing fitted on the 80,
+(``seq2seq.rul.runs.train_on_engines`` with a shared preprocessor: preprocessing fitted on the 80,
 the seed's own 20 of them held out for selection); the fold's 20 engines are then cut 10, 25, ...,
 145 cycles before failure, as the official test files cut theirs, and scored (RMSE, PHM08 score;
 true RUL capped at 125 cycles, the protocol's cap that ``seq2seq rul evaluate`` scores against, whatever cap
@@ -37,7 +37,8 @@ from seq2seq.config_file import load_config_file
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.evaluate import PROTOCOL_CAP, phm08_score, predict, rmse
 from seq2seq.rul.preprocess import Preprocessor
-from seq2seq.rul.train import load_rul_checkpoint, train_on_engines
+from seq2seq.rul.runs import train_on_engines
+from seq2seq.rul.train import load_rul_checkpoint
 from seq2seq.rul.windows import windows_before_failure
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,8 @@ import torch
 from seq2seq.config import RulConfig
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.evaluate import evaluate_windows, phm08_score, rmse
-from seq2seq.rul.train import load_rul_checkpoint, train_on_engines
+from seq2seq.rul.runs import train_on_engines
+from seq2seq.rul.train import load_rul_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 FD001 = ROOT.parent / "shared" / "data" / "cmapss" / "train_FD001.txt"

@@ -35,7 +35,7 @@ from torch import nn
 
 from seq2seq.config import ModelConfig, SearchConfig, from_dict
 from seq2seq.ensemble import Ensemble
-from seq2seq.errors import CheckpointError, checkpoint_fault, write_error
+from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault, write_error
 from seq2seq.files import SNIFF_BYTES
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
@@ -69,6 +69,21 @@ def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
         if isinstance(err, OSError):
             raise write_error(path, err) from None
         raise
+
+
+def check_run_folder(folder: Path, resume: bool, overwrite: bool, lasts: list[Path], holds: list[Path],
+                     lasts_named: str = "last.pt") -> None:
+    """The rule for a training run's OUTPUT_DIR (``seq2seq train``, a recipe's members, ``seq2seq rul train``): a
+    run in it is never replaced silently. ``resume`` continues one of the runs' ``lasts`` (``lasts_named`` in
+    the message when there is none); without ``resume`` or ``overwrite``, any of ``holds`` there refuses it."""
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite exclude each other")
+    if resume and not any(path.is_file() for path in lasts):
+        raise ConfigError(f"--resume: nothing to resume in {folder} (no {lasts_named})")
+    found = next((path for path in holds if path.exists()), None)
+    if found is not None and not (resume or overwrite):
+        raise ConfigError(f"{folder} already holds a training run ({found.relative_to(folder)}); pass --resume to "
+                          "continue it, --overwrite to start over, or choose another --output-dir")
 
 
 def read_payload(path: str | Path, kind: str, format_version: int, required: tuple[str, ...]) -> dict[str, Any]:

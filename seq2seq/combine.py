@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import torch
 
-from seq2seq.checkpoint import load_model, members_weights, save_atomic
+from seq2seq.checkpoint import check_run_folder, load_model, members_weights, save_atomic
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.distributed import ONE_PROCESS, World
@@ -28,6 +28,7 @@ from seq2seq.ensemble import Ensemble, average_weights, weights_cosine
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import fit_trust_on
 from seq2seq.fast.threads import one_core_workers, worker_count
+from seq2seq.files import write_atomic
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.recommender import Recommender, read_memory
 from seq2seq.runs import build_trainer, check_settings, fresh_model, shared_tokenizer
@@ -100,16 +101,11 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     better (docs/recipes.md). OUTPUT_DIR/best.pt is the students' ensemble; its case memory holds the
     original pairs, which are what technicians did."""
     output_dir = Path(output_dir)
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other")
     seeds = range(1, train_config.members + 1)
     teachers = [output_dir / f"member-{k}" for k in seeds]
     students = [output_dir / f"student-{k}" for k in seeds] if train_config.distill else []
-    if resume and not any((folder / "last.pt").is_file() for folder in teachers):
-        raise ConfigError(f"--resume: nothing to resume in {output_dir} (no member-K/last.pt)")
-    if not (resume or overwrite) and ((output_dir / "best.pt").exists() or (teachers[0] / "last.pt").exists()):
-        raise ConfigError(f"{output_dir} already holds a training run; pass --resume to continue it, "
-                          "--overwrite to start over, or choose another --output-dir")
+    check_run_folder(output_dir, resume, overwrite, [folder / "last.pt" for folder in teachers],
+                     [output_dir / "best.pt", teachers[0] / "last.pt"], "member-K/last.pt")
     if overwrite and world.is_main:
         for path in [output_dir / "best.pt", output_dir / TEACHER, output_dir / DISTILLED,
                      *(folder / "result.json" for folder in teachers + students)]:
@@ -223,8 +219,7 @@ class _Runs:
 def _record(folder: Path, result: TrainResult) -> None:
     """FOLDER/result.json, which marks the run finished for --resume: written whole or not at all (a
     half-written record would block --resume)."""
-    (folder / "result.tmp").write_text(json.dumps(dataclasses.asdict(result)) + "\n", encoding="utf-8")
-    (folder / "result.tmp").replace(folder / "result.json")
+    write_atomic(folder / "result.json", json.dumps(dataclasses.asdict(result)) + "\n")
 
 
 def _save_ensemble(folders: list[Path], dev: ParallelCorpus, path: Path, results: list[TrainResult],

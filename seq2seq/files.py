@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import codecs
 import csv
+import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AnyStr, BinaryIO, ClassVar
 
-from seq2seq.errors import DataError, file_error, shown
+from seq2seq.errors import DataError, file_error, shown, write_error
 
 BYTES_KEPT = "surrogateescape"  # codec error handler: a byte that is not UTF-8 is read and written back as it was
 MAX_LINE_BYTES = 1 << 17  # csv's own field limit: far beyond any alert, and it bounds the memory of a line
@@ -62,6 +64,22 @@ def make_folder(path: Path) -> None:
         raise DataError(f"{blocking}: is a file, but {path} needs it to be a folder") from None
     except OSError as err:
         raise file_error(path, err) from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """``text`` to a temporary sibling, then renamed over ``path``: a failed write leaves the old file, and a
+    reader never sees half of one."""
+    partial = None
+    try:
+        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as file:
+            file.write(text)
+        os.replace(partial, path)
+    except OSError as err:
+        raise write_error(path, err) from None
+    finally:
+        if partial is not None:
+            Path(partial).unlink(missing_ok=True)
 
 
 def utf8_fault(raw: bytes, err: UnicodeDecodeError) -> str:

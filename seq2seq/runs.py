@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from seq2seq import averaging
-from seq2seq.checkpoint import read_checkpoint, restore
+from seq2seq.checkpoint import check_run_folder, read_checkpoint, restore
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import ParallelDataset
@@ -41,8 +41,6 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     """
     output_dir = Path(output_dir)
     last = output_dir / "last.pt"
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other")
     if resume and world.size > 1:
         raise ConfigError(f"--resume runs in one process, not under torchrun ({world.size} processes); "
                           "resume without torchrun, or start over with --overwrite")
@@ -97,11 +95,7 @@ def fresh_model(model_config: ModelConfig, tokenizer: Tokenizer) -> Seq2Seq:
 def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:
     """Check OUTPUT_DIR against ``resume`` / ``overwrite`` (clearing it on overwrite) and create it."""
     last = output_dir / "last.pt"
-    if resume and not last.is_file():
-        raise ConfigError(f"--resume: nothing to resume in {output_dir} (no last.pt)")
-    if not resume and last.exists() and not overwrite:
-        raise ConfigError(f"{output_dir} already holds a training run (last.pt); pass --resume to continue it, "
-                          "--overwrite to start over, or choose another --output-dir")
+    check_run_folder(output_dir, resume, overwrite, [last], [last])
     if overwrite:
         for name in ("best.pt", "last.pt", "metrics.jsonl"):
             (output_dir / name).unlink(missing_ok=True)

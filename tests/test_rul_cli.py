@@ -7,11 +7,21 @@ from dataclasses import replace
 
 import pytest
 import torch
-from support import DRIFT_SENSOR, DRIFT_UNIT, RUL_CONFIG, run_cli, trained, trained_rul
+from support import (
+    DRIFT_SENSOR,
+    DRIFT_UNIT,
+    RUL_CONFIG,
+    assert_one_line_error,
+    run_cli,
+    trained,
+    trained_rul,
+    training_threads,
+)
 
 from seq2seq.catalog import sensor
 from seq2seq.cli.rul import advice_line
 from seq2seq.recommender import Candidate, Recommendation
+from seq2seq.rul import train as rul_train
 from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
 
 
@@ -119,7 +129,7 @@ def test_a_small_model_fits_synthetic_engines_far_better_than_the_mean(rul_run):
     from seq2seq.rul.cmapss import read_cmapss
     from seq2seq.rul.evaluate import evaluate_windows, rmse
     from seq2seq.rul.monitor import EngineMonitor
-    from seq2seq.rul.train import split_engines
+    from seq2seq.rul.runs import split_engines
     from seq2seq.rul.windows import training_set, truncated_windows
 
     monitor = EngineMonitor.from_checkpoint(rul_run.output_dir / "best.pt")
@@ -127,3 +137,64 @@ def test_a_small_model_fits_synthetic_engines_far_better_than_the_mean(rul_run):
     held_out = truncated_windows(valid, monitor.preprocessor, monitor.config)
     mean = training_set(train, monitor.preprocessor, monitor.config).rul.mean()
     assert evaluate_windows(monitor.model, held_out).rmse < 0.5 * rmse(mean.expand_as(held_out.rul), held_out.rul)
+
+
+# A run's folder: never replaced silently; --resume, --overwrite
+
+
+def test_a_second_run_into_the_same_folder_is_refused_until_told_to_resume_or_overwrite(rul_run, tmp_path):
+    first = run_cli("rul", "train", "--data", str(rul_run.train), "--output-dir", str(tmp_path / "run"), "--config",
+                    str(rul_run.config), "--epochs", "1", "--device", "cpu")
+    assert first.status == 0, first.stderr
+    kept = (tmp_path / "run" / "best.pt").read_bytes()
+    again = ["rul", "train", "--data", str(rul_run.train), "--output-dir", str(tmp_path / "run"), "--config",
+             str(rul_run.config), "--epochs", "1", "--device", "cpu"]
+    assert_one_line_error(run_cli(*again), f"{tmp_path / 'run'} already holds a training run (best.pt)", "--resume",
+                          "--overwrite")
+    assert (tmp_path / "run" / "best.pt").read_bytes() == kept
+    assert_one_line_error(run_cli(*again, "--resume", "--overwrite"), "--resume and --overwrite exclude each other")
+    assert_one_line_error(run_cli(*again[:5], str(tmp_path / "empty"), *again[6:], "--resume"),
+                          f"--resume: nothing to resume in {tmp_path / 'empty'} (no last.pt)")
+    replaced = run_cli(*again, "--overwrite")
+    assert replaced.status == 0, replaced.stderr
+    assert [json.loads(line)["epoch"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()] == [1]
+
+
+def test_a_recipe_cut_short_by_ctrl_c_resumes_keeping_its_finished_members(rul_run, tmp_path, monkeypatch):
+    config = tmp_path / "members.json"
+    config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 2, "members": 2}}), encoding="utf-8")
+    argv = ["rul", "train", "--data", str(rul_run.train), "--config", str(config), "--device", "cpu", "--output-dir"]
+    with training_threads():
+        whole = run_cli(*argv, str(tmp_path / "whole"))
+        assert whole.status == 0, whole.stderr
+        real, calls = rul_train._train_epoch, []
+
+        def cut(*args, **kwargs):  # Ctrl-C in the second member's second epoch
+            calls.append(1)
+            if len(calls) == 4:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(rul_train, "_train_epoch", cut)
+            stopped = run_cli(*argv, str(tmp_path / "cut"))
+        assert stopped.status == 130
+        assert stopped.stderr.splitlines()[-1] == "seq2seq: interrupted; continue with --resume"
+        first = (tmp_path / "cut" / "member-1" / "last.pt").stat().st_mtime_ns
+        assert not (tmp_path / "cut" / "best.pt").exists()
+        resumed = run_cli(*argv, str(tmp_path / "cut"), "--resume")
+    assert resumed.status == 0, resumed.stderr
+    assert "member 1/2 (seed 1) had finished" in resumed.stderr and "after epoch 1" in resumed.stderr
+    assert (tmp_path / "cut" / "member-1" / "last.pt").stat().st_mtime_ns == first  # not trained again
+    whole_weights = torch.load(tmp_path / "whole" / "best.pt", weights_only=True)
+    cut_weights = torch.load(tmp_path / "cut" / "best.pt", weights_only=True)
+    assert same(whole_weights["weights"], cut_weights["weights"])  # the same ensemble as the run never stopped
+    assert same(whole_weights["ensemble_weights"], cut_weights["ensemble_weights"])
+    assert json.loads(resumed.stdout_lines[-1])["epochs"] == 4
+
+
+def same(a, b) -> bool:
+    """Whether two state dicts (or lists of them) hold the same tensors under the same names."""
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)

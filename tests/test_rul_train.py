@@ -13,7 +13,8 @@ from torch.utils.data import TensorDataset
 
 from seq2seq.checkpoint import save_atomic
 from seq2seq.config import RulConfig
-from seq2seq.errors import CheckpointError
+from seq2seq.errors import CheckpointError, ConfigError
+from seq2seq.rul import train as rul_train
 from seq2seq.rul.evaluate import RulScores, evaluate_windows, phm08_score, predict, rmse
 from seq2seq.rul.model import RulOutput, build_rul_model
 from seq2seq.rul.train import _train_epoch, load_rul_checkpoint, rul_loss, save_rul_checkpoint, train_rul
@@ -279,3 +280,88 @@ def test_time_warp_trains_and_leaves_a_run_without_it_as_it_was(tmp_path):
     assert runs["warped"][1].time_warp == 0.3  # stored in the checkpoint's config
     plain, warped = runs["plain"][0].state_dict(), runs["warped"][0].state_dict()
     assert any(not torch.equal(plain[name], warped[name]) for name in plain)  # it saw other windows
+
+
+# Resuming
+
+
+def weights_of(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, weights_only=True)["weights"]
+
+
+def interrupted_at(epoch: int, monkeypatch) -> None:
+    """Ctrl-C during the training pass of ``epoch`` (counted from this call on)."""
+    real, calls = rul_train._train_epoch, []
+
+    def cut(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == epoch:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rul_train, "_train_epoch", cut)
+
+
+@pytest.mark.parametrize("schedule", ["plateau", "cosine"])
+def test_a_run_interrupted_and_resumed_ends_as_the_run_that_was_never_stopped(tmp_path, monkeypatch, schedule):
+    data = toy_degradation(96, seed=11)
+    config = replace(TOY, epochs=5, dropout=0.3, noise=0.1, time_warp=0.2, schedule=schedule, plateau_patience=0)
+    quiet = lambda line: None  # noqa: E731
+    train_rul(data, data, config, F, tmp_path / "whole", PREPROCESSOR, log=quiet)
+    with monkeypatch.context() as patch:
+        interrupted_at(3, patch)
+        with pytest.raises(KeyboardInterrupt):
+            train_rul(data, data, config, F, tmp_path / "cut", PREPROCESSOR, log=quiet)
+    assert torch.load(tmp_path / "cut" / "last.pt", weights_only=True)["training_state"]["epoch"] == 2
+    lines: list[str] = []
+    result = train_rul(data, data, config, F, tmp_path / "cut", PREPROCESSOR, log=lines.append, resume=True)
+    assert any("resumed" in line and "after epoch 2" in line for line in lines)
+    assert result.epochs == 5 and result.stopped == "epochs"
+    for name in ("last.pt", "best.pt"):  # the same dropout, noise, warp draws, order and schedule as unbroken
+        whole, cut = weights_of(tmp_path / "whole" / name), weights_of(tmp_path / "cut" / name)
+        assert all(torch.equal(whole[key], cut[key]) for key in whole), name
+
+    def records(run: str) -> list[dict]:
+        return [{k: v for k, v in json.loads(line).items() if k != "seconds"}
+                for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+
+    assert records("cut") == records("whole")  # one record per epoch, none lost or doubled
+
+
+def test_resume_drops_the_metrics_written_after_last_pt_and_a_torn_line(tmp_path):
+    data = toy_degradation(64, seed=12)
+    config = replace(TOY, epochs=2)
+    train_rul(data, data, config, F, tmp_path, PREPROCESSOR, log=lambda line: None)
+    metrics = tmp_path / "metrics.jsonl"
+    kept = metrics.read_text()
+    metrics.write_text(kept + '{"epoch": 3, "loss": 1.0}\n{"epoch": 4, "lo')  # killed before last.pt, mid-line
+    train_rul(data, data, replace(config, epochs=3), F, tmp_path, PREPROCESSOR, log=lambda line: None, resume=True)
+    lines = metrics.read_text().splitlines()
+    assert metrics.read_text().startswith(kept) and [json.loads(line)["epoch"] for line in lines] == [1, 2, 3]
+    assert json.loads(lines[-1])["loss"] != 1.0
+
+
+def test_resuming_a_finished_run_trains_nothing_and_reports_it(tmp_path):
+    data = toy_degradation(64, seed=13)
+    config = replace(TOY, epochs=2)
+    first = train_rul(data, data, config, F, tmp_path, PREPROCESSOR, log=lambda line: None)
+    before = (tmp_path / "last.pt").read_bytes()
+    lines: list[str] = []
+    again = train_rul(data, data, config, F, tmp_path, PREPROCESSOR, log=lines.append, resume=True)
+    assert "the run had finished (after epoch 2, on epochs)" in lines[-1]
+    assert (again.best_rmse, again.epochs, again.stopped) == (first.best_rmse, 2, "epochs")
+    assert (tmp_path / "last.pt").read_bytes() == before
+
+
+def test_resume_refuses_other_settings_and_a_file_without_training_state(tmp_path):
+    data = toy_degradation(64, seed=14)
+    config = replace(TOY, epochs=1)
+    train_rul(data, data, config, F, tmp_path, PREPROCESSOR, log=lambda line: None)
+    with pytest.raises(ConfigError, match=r"was trained with window 8, not 12; resume with the run's own settings"):
+        train_rul(data, data, replace(config, window=12), F, tmp_path, PREPROCESSOR, log=print, resume=True)
+    longer = replace(config, epochs=3, max_minutes=5.0)  # how long it may train is the resumed run's to choose
+    assert train_rul(data, data, longer, F, tmp_path, PREPROCESSOR, log=print, resume=True).epochs == 3
+    payload = torch.load(tmp_path / "best.pt", weights_only=True)  # best.pt carries no training state
+    save_atomic(payload, tmp_path / "last.pt")
+    with pytest.raises(ConfigError, match="holds no training state"):
+        train_rul(data, data, longer, F, tmp_path, PREPROCESSOR, log=print, resume=True)

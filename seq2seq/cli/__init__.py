@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         return _error(_os_problem(err))
     except KeyboardInterrupt:
-        resumable = args.command == "train" or getattr(args, "input", None) is not None
+        training = "train" in (args.command, getattr(args, "rul_command", None))
+        resumable = training or getattr(args, "input", None) is not None
         print("seq2seq: interrupted" + ("; continue with --resume" if resumable else ""), file=sys.stderr)
         return 130
     finally:

@@ -7,12 +7,11 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from seq2seq.cli.common import path_flag
-from seq2seq.errors import DataError, write_error
-from seq2seq.files import make_folder
+from seq2seq.errors import DataError
+from seq2seq.files import make_folder, write_atomic
 from seq2seq.serving.destinations import check_distinct
 from seq2seq.serving.feedback import FeedbackStore, one_line
 
@@ -63,21 +62,6 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"warning: {db}: {len(escaped)} records hold control characters (ids {ids}), stored before they were "
               "refused; exported as escapes such as \\x1b", file=sys.stderr)
     return 0
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """``text`` to a temporary sibling, then renamed over ``path``: a failed export leaves the old file."""
-    partial = None
-    try:
-        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as file:
-            file.write(text)
-        os.replace(partial, path)
-    except OSError as err:
-        raise write_error(path, err) from None
-    finally:
-        if partial is not None:
-            Path(partial).unlink(missing_ok=True)
 
 
 def run_stats(args: argparse.Namespace) -> int:

@@ -18,8 +18,8 @@ from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.cmapss import read_cmapss, read_rul
 from seq2seq.rul.evaluate import PROTOCOL_CAP, evaluate_windows
 from seq2seq.rul.monitor import EngineMonitor
+from seq2seq.rul.runs import prepare_run, train_members, train_on_engines
 from seq2seq.rul.synthetic import synthetic_engines
-from seq2seq.rul.train import train_members, train_on_engines
 from seq2seq.rul.windows import last_windows
 from seq2seq.serving.views import translation_json
 from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
@@ -39,6 +39,9 @@ def add_rul_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--max-minutes", type=float)
     p.add_argument("--seed", type=int)
     p.add_argument("--device", choices=DEVICES)
+    p.add_argument("--resume", action="store_true", help="continue the run in OUTPUT_DIR after its last finished "
+                   "epoch (a recipe: its members that finished are kept)")
+    p.add_argument("--overwrite", action="store_true", help="replace a finished or stopped run in OUTPUT_DIR")
     p = sub.add_parser("evaluate", help="RMSE and PHM08 score on an official test set")
     p.add_argument("--model", type=path_flag, required=True)
     p.add_argument("--test", type=path_flag, required=True, help="test_FD00x.txt (truncated histories)")
@@ -75,12 +78,13 @@ def run_rul(args: argparse.Namespace) -> int:
 def run_train(args: argparse.Namespace) -> int:
     config = rul_config(args)
     engines = read_cmapss(args.data) if args.data else synthetic_engines(100, seed=config.seed)
+    prepare_run(Path(args.output_dir), config, args.resume, args.overwrite)  # once the data is read, before a line
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     log(f"data: {args.data or 'synthetic engines'}")
     if config.members > 1:
-        result = train_members(engines, config, Path(args.output_dir), log)
+        result = train_members(engines, config, Path(args.output_dir), log, args.resume)
     else:
-        result, _ = train_on_engines(engines, config, Path(args.output_dir), log)
+        result, _ = train_on_engines(engines, config, Path(args.output_dir), log, resume=args.resume)
     print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
     return 0
 

@@ -12,6 +12,10 @@ Checkpoint layout (plain types only, so ``torch.load(weights_only=True)`` reads 
     n_features      int, F
     preprocessor    the data layer's preprocessor state (plain types), used to prepare new data
     weights         the model's state_dict
+and, in last.pt, ``training_state``: the epoch it was saved after, the best so far, the optimizer,
+the schedules, both generators and why the run stopped (None while it runs), for ``--resume``. A
+run saves last.pt after every epoch, so an interrupted or killed run continues after its last
+finished epoch, as it would have gone on.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -35,17 +38,16 @@ from tqdm import tqdm
 from seq2seq.checkpoint import count_parameters, load_members, load_weights, members_weights, read_payload, save_atomic
 from seq2seq.config import RulConfig, from_dict, resolve_device
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
-from seq2seq.files import make_folder
-from seq2seq.rul.cmapss import Engine
+from seq2seq.files import make_folder, write_atomic
 from seq2seq.rul.evaluate import Windows, evaluate_windows
 from seq2seq.rul.model import RulEnsemble, RulModel, RulOutput, build_rul_model
-from seq2seq.rul.preprocess import Preprocessor
-from seq2seq.rul.windows import RulWindows, time_warp, training_set, truncated_windows
+from seq2seq.rul.windows import time_warp
 
 FORMAT_VERSION = 1
 KIND = "rul-model"
 REQUIRED_KEYS = ("config", "n_features", "preprocessor", "weights")
 CLIP_GRAD_NORM = 1.0  # maximum gradient L2 norm; RulConfig has no field for it
+RESUMABLE_CHANGES = ("epochs", "max_minutes", "device")  # settings a resumed run may change: how long, and where
 
 
 class Split(Windows, Protocol):
@@ -82,7 +84,7 @@ def rul_loss(output: RulOutput, rul: Tensor, health: Tensor, config: RulConfig) 
 
 
 def save_rul_checkpoint(path: str | Path, model: RulModel | RulEnsemble, config: RulConfig,
-                        preprocessor_state: dict[str, Any]) -> None:
+                        preprocessor_state: dict[str, Any], training_state: dict[str, Any] | None = None) -> None:
     """Write a self-describing checkpoint atomically (``seq2seq.checkpoint``); an ensemble's first member's
     weights are ``weights`` and the others' ``ensemble_weights``, so one model's file is unchanged."""
     members = list(model.members) if isinstance(model, RulEnsemble) else [model]
@@ -93,6 +95,7 @@ def save_rul_checkpoint(path: str | Path, model: RulModel | RulEnsemble, config:
         "n_features": model.n_features,
         "preprocessor": preprocessor_state,
         **members_weights(members),
+        **({"training_state": training_state} if training_state is not None else {}),
     }, path)
 
 
@@ -156,8 +159,10 @@ def _check_split(split: Split, name: str, n_features: int) -> None:
 
 
 def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, output_dir: str | Path,
-              preprocessor_state: dict[str, Any], log: Callable[[str], None] = print) -> RulTrainResult:
-    """Train on ``train``, select by RMSE on ``valid``; writes best.pt, last.pt and metrics.jsonl."""
+              preprocessor_state: dict[str, Any], log: Callable[[str], None] = print,
+              resume: bool = False) -> RulTrainResult:
+    """Train on ``train``, select by RMSE on ``valid``; writes best.pt, last.pt (after every epoch) and
+    metrics.jsonl. ``resume``: continue the run in OUTPUT_DIR/last.pt after its last finished epoch."""
     _check_split(train, "training", n_features)
     _check_split(valid, "validation", n_features)
     output_dir = Path(output_dir)
@@ -171,6 +176,14 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
         else None
     plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=0.5,
                                                          patience=config.plateau_patience)
+    state: dict[str, Any] = {"epoch": 0, "best_rmse": math.inf, "best_epoch": 0, "seconds": 0.0, "stopped": None}
+    if resume:
+        state = _resume(output_dir / "last.pt", config, model, optimizer, cosine, plateau, generator, log)
+        if state["stopped"] == "patience" or state["epoch"] >= config.epochs:  # killed before its caller knew
+            log(f"{output_dir}: the run had finished (after epoch {state['epoch']}, on {state['stopped']})")
+            return RulTrainResult(best_rmse=state["best_rmse"], best_epoch=state["best_epoch"], epochs=state["epoch"],
+                                  seconds=state["seconds"], parameters=count_parameters(model),
+                                  stopped=state["stopped"])
     data = TensorDataset(train.x.float().to(device), train.mask.bool().to(device),
                          train.rul.float().to(device), train.health.long().to(device))
     parameters = count_parameters(model)
@@ -178,9 +191,11 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
         f"validating on {valid.x.shape[0]}")
     start = time.monotonic()
     deadline = start + config.max_minutes * 60 if config.max_minutes > 0 else math.inf
-    best_rmse, best_epoch, stopped, epoch = math.inf, 0, "epochs", 0
-    with (output_dir / "metrics.jsonl").open("w", encoding="utf-8") as metrics:
-        for epoch in range(1, config.epochs + 1):
+    best_rmse, best_epoch, epoch, stopped = state["best_rmse"], state["best_epoch"], state["epoch"], "epochs"
+    if resume:  # a line written after last.pt was (the process killed in between) is the epoch to be run again
+        _keep_metrics(output_dir / "metrics.jsonl", state["epoch"])
+    with (output_dir / "metrics.jsonl").open("a" if resume else "w", encoding="utf-8") as metrics:
+        for epoch in range(state["epoch"] + 1, config.epochs + 1):
             parts, out_of_time = _train_epoch(model, data, optimizer, config, generator, deadline,
                                               f"epoch {epoch}/{config.epochs}")
             scores = evaluate_windows(model, valid)
@@ -192,65 +207,68 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
             if improved:
                 best_rmse, best_epoch = scores.rmse, epoch
                 save_rul_checkpoint(output_dir / "best.pt", model, config, preprocessor_state)
+            seconds = state["seconds"] + time.monotonic() - start
+            ending = "patience" if not improved and epoch - best_epoch >= config.patience else \
+                "max_minutes" if out_of_time else "epochs" if epoch == config.epochs else None
             record = {"epoch": epoch, **parts, "valid_rmse": scores.rmse, "valid_score": scores.score,
-                      "best_rmse": best_rmse, "seconds": time.monotonic() - start}
+                      "best_rmse": best_rmse, "seconds": seconds}
             metrics.write(json.dumps(record) + "\n")
             metrics.flush()
+            save_rul_checkpoint(output_dir / "last.pt", model, config, preprocessor_state, {
+                "epoch": epoch, "best_rmse": best_rmse, "best_epoch": best_epoch, "seconds": seconds,
+                "stopped": ending, "optimizer": optimizer.state_dict(), "plateau": plateau.state_dict(),
+                "cosine": cosine.state_dict() if cosine is not None else None,
+                "generator": generator.get_state(), "torch_rng": torch.get_rng_state()})
             log(f"epoch {epoch}: loss {parts['loss']:.4f}  valid RMSE {scores.rmse:.2f}  "
                 f"score {scores.score:.1f}  best {best_rmse:.2f} (epoch {best_epoch})")
-            if not improved and epoch - best_epoch >= config.patience:
-                stopped = "patience"
+            if ending is not None:
+                stopped = ending
                 break
-            if out_of_time:
-                stopped = "max_minutes"
-                break
-    save_rul_checkpoint(output_dir / "last.pt", model, config, preprocessor_state)
     return RulTrainResult(best_rmse=best_rmse, best_epoch=best_epoch, epochs=epoch,
-                          seconds=time.monotonic() - start, parameters=parameters, stopped=stopped)
+                          seconds=state["seconds"] + time.monotonic() - start, parameters=parameters, stopped=stopped)
 
 
-def split_engines(engines: list[Engine], config: RulConfig) -> tuple[list[Engine], list[Engine]]:
-    """Hold out ``config.validation_engines`` whole engines (seeded) for model selection."""
-    if len(engines) <= config.validation_engines:
-        raise ConfigError(f"the training data holds {len(engines)} engines; it needs more than validation_engines "
-                          f"({config.validation_engines}) to hold some out for model selection")
-    order = np.random.default_rng(config.seed).permutation(len(engines))
-    held = set(order[: config.validation_engines].tolist())
-    return ([e for i, e in enumerate(engines) if i not in held], [e for i, e in enumerate(engines) if i in held])
+def _keep_metrics(path: Path, epochs: int) -> None:
+    """Keep the records of the first ``epochs`` epochs in ``path``, the metrics log of a run to resume."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.is_file() else []
+    write_atomic(path, "".join(line for line in lines if _epoch_of(line) <= epochs))
 
 
-def train_members(engines: list[Engine], config: RulConfig, output_dir: Path,
-                  log: Callable[[str], None] = print) -> RulTrainResult:
-    """``config.members`` runs with seeds seed, seed + 1, ..., each holding out its own validation engines (so
-    together they learn from every engine), in OUTPUT_DIR/member-K; OUTPUT_DIR/best.pt is their RulEnsemble.
-    One preprocessing, fitted on all ``engines``, so that every member reads an engine alike; ``max_minutes``
-    is the whole run's budget, shared equally."""
-    preprocessor = Preprocessor.fit(engines, config)
-    results, members = [], []
-    for k in range(config.members):
-        member = dataclasses.replace(config, members=1, seed=config.seed + k,
-                                     max_minutes=config.max_minutes / config.members)
-        log(f"member {k + 1}/{config.members}: seed {member.seed}")
-        folder = Path(output_dir) / f"member-{k + 1}"
-        results.append(train_on_engines(engines, member, folder, log, preprocessor)[0])
-        members.append(load_rul_checkpoint(folder / "best.pt")[0])
-    save_rul_checkpoint(Path(output_dir) / "best.pt", RulEnsemble(members), config, preprocessor.state_dict())
-    rmses = [r.best_rmse for r in results]
-    log(f"{Path(output_dir) / 'best.pt'}: the ensemble of {len(members)} members (their own validation RMSE "
-        f"{', '.join(f'{r:.2f}' for r in rmses)})")
-    return RulTrainResult(best_rmse=float(np.mean(rmses)), best_epoch=0, epochs=sum(r.epochs for r in results),
-                          seconds=sum(r.seconds for r in results), parameters=sum(r.parameters for r in results),
-                          stopped="members")
+def _epoch_of(line: str) -> float:
+    """A metrics record's epoch; a line cut short by a killed process is none (inf)."""
+    try:
+        return json.loads(line)["epoch"]
+    except (ValueError, KeyError, TypeError):
+        return math.inf
 
 
-def train_on_engines(engines: list[Engine], config: RulConfig, output_dir: Path, log: Callable[[str], None] = print,
-                     preprocessor: Preprocessor | None = None) -> tuple[RulTrainResult, RulWindows]:
-    """Hold out ``config.seed``'s validation engines and train; returns (result, validation windows). The
-    preprocessing is fitted on the training engines only, unless a shared ``preprocessor`` is given (members)."""
-    train, valid = split_engines(engines, config)
-    preprocessor = preprocessor or Preprocessor.fit(train, config)
-    log(f"{len(train)} training and {len(valid)} validation engines, {preprocessor.n_features} of 21 sensors kept")
-    valid_windows = truncated_windows(valid, preprocessor, config)
-    result = train_rul(training_set(train, preprocessor, config), valid_windows, config, preprocessor.n_features,
-                       output_dir, preprocessor.state_dict(), log)
-    return result, valid_windows
+def _resume(last: Path, config: RulConfig, model: RulModel, optimizer: torch.optim.Optimizer,
+            cosine: torch.optim.lr_scheduler.LRScheduler | None, plateau: torch.optim.lr_scheduler.ReduceLROnPlateau,
+            generator: torch.Generator, log: Callable[[str], None]) -> dict[str, Any]:
+    """Load the run in ``last`` into the fresh objects of ``train_rul``; returns its saved progress. The run's
+    settings must be the ones it was trained with, except those a longer run may change."""
+    payload = read_payload(last, KIND, FORMAT_VERSION, REQUIRED_KEYS)
+    state = payload.get("training_state")
+    if not isinstance(state, dict):
+        raise ConfigError(f"--resume: {last} holds no training state (written before runs could be resumed); "
+                          "start over with --overwrite")
+    with checkpoint_fault():
+        saved = from_dict(RulConfig, payload["config"], where=f"{last}: config")
+    for field in dataclasses.fields(RulConfig):
+        was, now = getattr(saved, field.name), getattr(config, field.name)
+        if field.name not in RESUMABLE_CHANGES and was != now:
+            raise ConfigError(f"--resume: {last} was trained with {field.name} {was!r}, not {now!r}; resume with the "
+                              "run's own settings, or start over with --overwrite")
+    load_weights(last, model, payload["weights"], "config")
+    with checkpoint_fault():
+        try:
+            optimizer.load_state_dict(state["optimizer"])
+            plateau.load_state_dict(state["plateau"])
+            if cosine is not None:
+                cosine.load_state_dict(state["cosine"])
+            generator.set_state(state["generator"])
+            torch.set_rng_state(state["torch_rng"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise CheckpointError(f"{last}: its training state cannot be restored ({err})") from None
+    log(f"resumed {last} after epoch {state['epoch']} (best validation RMSE {state['best_rmse']:.2f})")
+    return state

@@ -19,8 +19,8 @@ from seq2seq.config import ModelConfig, RulConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import EMBEDDED_DATA, read_parallel
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import Engine
+from seq2seq.rul.runs import train_on_engines
 from seq2seq.rul.synthetic import synthetic_engines, synthetic_test_set
-from seq2seq.rul.train import train_on_engines
 from seq2seq.runs import build_trainer
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "runs" / "default"

@@ -1,0 +1,109 @@
+"""A RUL training run's folder and data: the engines held out for selection, a recipe's members (one
+run each, decoded together as a ``RulEnsemble``), and ``--resume`` / ``--overwrite`` for both.
+
+OUTPUT_DIR holds one run (best.pt, last.pt, metrics.jsonl), or with ``rul.members`` > 1 one per member in
+OUTPUT_DIR/member-K, each with a result.json once it has finished, and OUTPUT_DIR/best.pt, their ensemble.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from seq2seq.checkpoint import check_run_folder
+from seq2seq.config import RulConfig
+from seq2seq.errors import ConfigError
+from seq2seq.files import write_atomic
+from seq2seq.rul.cmapss import Engine
+from seq2seq.rul.model import RulEnsemble
+from seq2seq.rul.preprocess import Preprocessor
+from seq2seq.rul.train import RulTrainResult, load_rul_checkpoint, save_rul_checkpoint, train_rul
+from seq2seq.rul.windows import RulWindows, training_set, truncated_windows
+
+RESULT = "result.json"  # in a member's folder once it has finished, for --resume
+
+
+def split_engines(engines: list[Engine], config: RulConfig) -> tuple[list[Engine], list[Engine]]:
+    """Hold out ``config.validation_engines`` whole engines (seeded) for model selection."""
+    if len(engines) <= config.validation_engines:
+        raise ConfigError(f"the training data holds {len(engines)} engines; it needs more than validation_engines "
+                          f"({config.validation_engines}) to hold some out for model selection")
+    order = np.random.default_rng(config.seed).permutation(len(engines))
+    held = set(order[: config.validation_engines].tolist())
+    return ([e for i, e in enumerate(engines) if i not in held], [e for i, e in enumerate(engines) if i in held])
+
+
+def member_folders(output_dir: Path, config: RulConfig) -> list[Path]:
+    """Where the run's models train: OUTPUT_DIR/member-K for each of ``config.members`` > 1, else OUTPUT_DIR."""
+    return [output_dir / f"member-{k}" for k in range(1, config.members + 1)] if config.members > 1 else [output_dir]
+
+
+def prepare_run(output_dir: Path, config: RulConfig, resume: bool, overwrite: bool) -> None:
+    """OUTPUT_DIR checked against ``resume`` and ``overwrite`` (``check_run_folder``: a run there is never replaced
+    silently); on ``overwrite``, the earlier run's files deleted."""
+    folders = member_folders(output_dir, config)
+    lasts = [folder / "last.pt" for folder in folders]
+    check_run_folder(output_dir, resume, overwrite, lasts, [output_dir / "best.pt", *lasts],
+                     "member-K/last.pt" if config.members > 1 else "last.pt")
+    if overwrite:
+        for folder in dict.fromkeys([output_dir, *folders]):
+            for name in ("best.pt", "last.pt", "metrics.jsonl", RESULT):
+                (folder / name).unlink(missing_ok=True)
+
+
+def train_members(engines: list[Engine], config: RulConfig, output_dir: Path,
+                  log: Callable[[str], None] = print, resume: bool = False) -> RulTrainResult:
+    """``config.members`` runs with seeds seed, seed + 1, ..., each holding out its own validation engines (so
+    together they learn from every engine), in OUTPUT_DIR/member-K; OUTPUT_DIR/best.pt is their RulEnsemble.
+    One preprocessing, fitted on all ``engines``, so that every member reads an engine alike; ``max_minutes``
+    is the whole run's budget, shared equally. ``resume``: members that finished (member-K/result.json) are
+    kept, the one cut short continues its last.pt, the rest train."""
+    preprocessor = Preprocessor.fit(engines, config)
+    results, members = [], []
+    for k, folder in enumerate(member_folders(Path(output_dir), config)):
+        member = dataclasses.replace(config, members=1, seed=config.seed + k,
+                                     max_minutes=config.max_minutes / config.members)
+        if resume and (folder / RESULT).is_file():
+            result = _read_result(folder / RESULT)
+            log(f"member {k + 1}/{config.members} (seed {member.seed}) had finished: {folder}")
+        else:
+            log(f"member {k + 1}/{config.members}: seed {member.seed}")
+            result = train_on_engines(engines, member, folder, log, preprocessor,
+                                      resume and (folder / "last.pt").is_file())[0]
+            write_atomic(folder / RESULT, json.dumps(dataclasses.asdict(result)) + "\n")
+        results.append(result)
+        members.append(load_rul_checkpoint(folder / "best.pt")[0])
+    save_rul_checkpoint(Path(output_dir) / "best.pt", RulEnsemble(members), config, preprocessor.state_dict())
+    rmses = [r.best_rmse for r in results]
+    log(f"{Path(output_dir) / 'best.pt'}: the ensemble of {len(members)} members (their own validation RMSE "
+        f"{', '.join(f'{r:.2f}' for r in rmses)})")
+    return RulTrainResult(best_rmse=float(np.mean(rmses)), best_epoch=0, epochs=sum(r.epochs for r in results),
+                          seconds=sum(r.seconds for r in results), parameters=sum(r.parameters for r in results),
+                          stopped="members")
+
+
+def _read_result(path: Path) -> RulTrainResult:
+    try:
+        return RulTrainResult(**json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError) as err:  # a JSON fault is a ValueError; other keys, a TypeError
+        raise ConfigError(f"{path}: not a finished member's record ({err}); delete it to train that member "
+                          "again") from None
+
+
+def train_on_engines(engines: list[Engine], config: RulConfig, output_dir: Path, log: Callable[[str], None] = print,
+                     preprocessor: Preprocessor | None = None,
+                     resume: bool = False) -> tuple[RulTrainResult, RulWindows]:
+    """Hold out ``config.seed``'s validation engines and train (``resume``: continue OUTPUT_DIR/last.pt); returns
+    (result, validation windows). The preprocessing is fitted on the training engines only, unless a shared
+    ``preprocessor`` is given (members)."""
+    train, valid = split_engines(engines, config)
+    preprocessor = preprocessor or Preprocessor.fit(train, config)
+    log(f"{len(train)} training and {len(valid)} validation engines, {preprocessor.n_features} of 21 sensors kept")
+    valid_windows = truncated_windows(valid, preprocessor, config)
+    result = train_rul(training_set(train, preprocessor, config), valid_windows, config, preprocessor.n_features,
+                       output_dir, preprocessor.state_dict(), log, resume)
+    return result, valid_windows
