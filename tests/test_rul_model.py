@@ -152,3 +152,31 @@ def test_two_lstm_layers_keep_the_padding_invariance():
 def test_impossible_sizes_are_a_config_error(field, value):
     with pytest.raises(ConfigError, match=field):
         build_rul_model(replace(TINY, **{field: value}), F)
+
+
+@pytest.mark.parametrize("lengths", [[9, 9, 9], [9, 4, 9, 1], [3, 5]])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_training_s_dense_path_for_full_rows_is_the_packed_lstm_s_function_and_gradient(lengths, layers):
+    model = tiny_model(replace(TINY, dropout=0.0, lstm_layers=layers)).train()
+    x, mask = left_padded(lengths)
+    features = model.extract(x, mask).detach().requires_grad_(True)
+    weights = torch.randn(len(lengths), W, 2 * TINY.lstm_hidden)  # a loss that reaches every state
+    dense = model.encode(features, mask)
+    (dense * weights).sum().backward()
+    dense_grads = features.grad.clone(), [p.grad.clone() for p in model.lstm.parameters()]
+    features.grad = None
+    model.zero_grad()
+    packed = model._packed(features, mask, mask.sum(dim=1))
+    (packed * weights).sum().backward()
+    torch.testing.assert_close(dense, packed)
+    assert torch.all(dense[~mask] == 0)  # padded cycles stay 0
+    torch.testing.assert_close(dense_grads[0], features.grad)
+    for got, expected in zip(dense_grads[1], [p.grad for p in model.lstm.parameters()], strict=True):
+        torch.testing.assert_close(got, expected)
+
+
+def test_evaluation_takes_the_packed_path_alone_so_saved_models_give_the_same_numbers():
+    model = tiny_model()
+    x, mask = left_padded([9, 4, 9])
+    features = model.extract(x, mask)
+    assert torch.equal(model.encode(features, mask), model._packed(features, mask, mask.sum(dim=1)))
