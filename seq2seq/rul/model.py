@@ -111,12 +111,13 @@ class RulModel(nn.Module):
         if bool((lengths == 0).any()):
             raise ValueError("every window needs at least one real cycle (a mask row is all False)")
         full = lengths == W  # (B,) rows without padding
-        if not (self.training and bool(full.any())):
+        if not (self.training and features.device.type == "cpu" and bool(full.any())):
             return self._packed(features, mask, lengths)
-        # Rows without padding need no packing, and a dense LSTM trains twice as fast on a CPU (oneDNN kernels;
-        # measured on FD001 windows of 50 cycles, three quarters of them full: docs/sensors.md). The same
-        # function, summed in another order; evaluation keeps the packed path alone, so a saved model's
-        # numbers stay exactly what they were.
+        # Rows without padding need no packing, and a dense LSTM trains over twice as fast on a CPU (oneDNN
+        # kernels; FD001 windows of 50 cycles, three quarters of them full: docs/recipes.md). The same
+        # function, summed in another order. Evaluation keeps the packed path alone, so a saved model's
+        # numbers stay exactly what they were; so does CUDA, where cuDNN takes packed batches in one call
+        # (the dense path is not measured there).
         states = features.new_zeros(B, W, 2 * self.config.lstm_hidden)  # (B, W, 2R)
         states[full] = self.lstm(features[full])[0]
         if not bool(full.all()):
