@@ -191,6 +191,9 @@ def test_a_recipe_cut_short_by_ctrl_c_resumes_keeping_its_finished_members(rul_r
     assert same(whole_weights["weights"], cut_weights["weights"])  # the same ensemble as the run never stopped
     assert same(whole_weights["ensemble_weights"], cut_weights["ensemble_weights"])
     assert json.loads(resumed.stdout_lines[-1])["epochs"] == 4
+    config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 2, "members": 2, "window": 20}}))
+    other = run_cli(*argv, str(tmp_path / "cut"), "--resume")  # finished members, too, must be of this recipe
+    assert other.status == 2 and "member-1/best.pt was trained with window 30, not 20" in other.error_lines[-1]
 
 
 def same(a, b) -> bool:

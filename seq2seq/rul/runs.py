@@ -21,7 +21,7 @@ from seq2seq.files import write_atomic
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.model import RulEnsemble
 from seq2seq.rul.preprocess import Preprocessor
-from seq2seq.rul.train import RulTrainResult, load_rul_checkpoint, save_rul_checkpoint, train_rul
+from seq2seq.rul.train import RulTrainResult, check_same_settings, load_rul_checkpoint, save_rul_checkpoint, train_rul
 from seq2seq.rul.windows import RulWindows, training_set, truncated_windows
 
 RESULT = "result.json"  # in a member's folder once it has finished, for --resume
@@ -75,8 +75,10 @@ def train_members(engines: list[Engine], config: RulConfig, output_dir: Path,
             result = train_on_engines(engines, member, folder, log, preprocessor,
                                       resume and (folder / "last.pt").is_file())[0]
             write_atomic(folder / RESULT, json.dumps(dataclasses.asdict(result)) + "\n")
+        model, saved, _ = load_rul_checkpoint(folder / "best.pt")
+        check_same_settings(folder / "best.pt", saved, member)  # a finished member, too, is of this recipe
         results.append(result)
-        members.append(load_rul_checkpoint(folder / "best.pt")[0])
+        members.append(model)
     save_rul_checkpoint(Path(output_dir) / "best.pt", RulEnsemble(members), config, preprocessor.state_dict())
     rmses = [r.best_rmse for r in results]
     log(f"{Path(output_dir) / 'best.pt'}: the ensemble of {len(members)} members (their own validation RMSE "

@@ -228,6 +228,15 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
                           seconds=state["seconds"] + time.monotonic() - start, parameters=parameters, stopped=stopped)
 
 
+def check_same_settings(path: Path, saved: RulConfig, config: RulConfig) -> None:
+    """``--resume`` goes on with the settings ``path`` was trained with, except those a longer run may change."""
+    for field in dataclasses.fields(RulConfig):
+        was, now = getattr(saved, field.name), getattr(config, field.name)
+        if field.name not in RESUMABLE_CHANGES and was != now:
+            raise ConfigError(f"--resume: {path} was trained with {field.name} {was!r}, not {now!r}; resume with the "
+                              "run's own settings, or start over with --overwrite")
+
+
 def _keep_metrics(path: Path, epochs: int) -> None:
     """Keep the records of the first ``epochs`` epochs in ``path``, the metrics log of a run to resume."""
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.is_file() else []
@@ -253,12 +262,7 @@ def _resume(last: Path, config: RulConfig, model: RulModel, optimizer: torch.opt
         raise ConfigError(f"--resume: {last} holds no training state (written before runs could be resumed); "
                           "start over with --overwrite")
     with checkpoint_fault():
-        saved = from_dict(RulConfig, payload["config"], where=f"{last}: config")
-    for field in dataclasses.fields(RulConfig):
-        was, now = getattr(saved, field.name), getattr(config, field.name)
-        if field.name not in RESUMABLE_CHANGES and was != now:
-            raise ConfigError(f"--resume: {last} was trained with {field.name} {was!r}, not {now!r}; resume with the "
-                              "run's own settings, or start over with --overwrite")
+        check_same_settings(last, from_dict(RulConfig, payload["config"], where=f"{last}: config"), config)
     load_weights(last, model, payload["weights"], "config")
     with checkpoint_fault():
         try:
