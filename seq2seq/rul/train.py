@@ -262,7 +262,8 @@ def _resume(last: Path, config: RulConfig, model: RulModel, optimizer: torch.opt
         raise ConfigError(f"--resume: {last} holds no training state (written before runs could be resumed); "
                           "start over with --overwrite")
     with checkpoint_fault():
-        check_same_settings(last, from_dict(RulConfig, payload["config"], where=f"{last}: config"), config)
+        saved = from_dict(RulConfig, payload["config"], where=f"{last}: config")
+    check_same_settings(last, saved, config)
     load_weights(last, model, payload["weights"], "config")
     with checkpoint_fault():
         try:
