@@ -78,7 +78,8 @@ def run_rul(args: argparse.Namespace) -> int:
 def run_train(args: argparse.Namespace) -> int:
     config = rul_config(args)
     engines = read_cmapss(args.data) if args.data else synthetic_engines(100, seed=config.seed)
-    prepare_run(Path(args.output_dir), config, args.resume, args.overwrite)  # once the data is read, before a line
+    # After the data is read (a bad file leaves an old run in place), before any log line (a refusal stands alone)
+    prepare_run(Path(args.output_dir), config, args.resume, args.overwrite)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     log(f"data: {args.data or 'synthetic engines'}")
     if config.members > 1:
