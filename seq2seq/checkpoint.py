@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import json
 import os
 import pickle
 import tempfile
@@ -36,7 +37,7 @@ from torch import nn
 from seq2seq.config import ModelConfig, SearchConfig, from_dict
 from seq2seq.ensemble import Ensemble
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault, write_error
-from seq2seq.files import SNIFF_BYTES
+from seq2seq.files import SNIFF_BYTES, write_atomic
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
 
@@ -44,8 +45,10 @@ FORMAT_VERSION = 1
 KIND = "seq2seq-translator"
 REQUIRED_KEYS = ("model_config", "train_config", "tokenizer", "weights")
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
+ResultT = TypeVar("ResultT")
 ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
 PICKLE_MAGIC = b"\x80"  # a pickle of protocol 2 or later (pickle.dump, torch's legacy format)
+RESULT = "result.json"  # in a recipe member's folder once it has finished: --resume keeps that member
 
 
 # -- any model kind ---------------------------------------------------------------------------
@@ -84,6 +87,22 @@ def check_run_folder(folder: Path, resume: bool, overwrite: bool, lasts: list[Pa
     if found is not None and not (resume or overwrite):
         raise ConfigError(f"{folder} already holds a training run ({found.relative_to(folder)}); pass --resume to "
                           "continue it, --overwrite to start over, or choose another --output-dir")
+
+
+def record_result(folder: Path, result: Any) -> None:
+    """FOLDER/result.json (a dataclass's fields), which marks a recipe member finished for ``--resume``: written
+    whole or not at all, since a half-written record would block --resume."""
+    write_atomic(folder / RESULT, json.dumps(dataclasses.asdict(result)) + "\n")
+
+
+def read_result(folder: Path, kind: type[ResultT]) -> ResultT:
+    """The ``kind`` recorded in FOLDER/result.json by ``record_result``; a damaged record is a one-line error."""
+    path = folder / RESULT
+    try:
+        return kind(**json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError) as err:  # a JSON fault is a ValueError; other keys, a TypeError
+        raise ConfigError(f"{path}: not a finished member's record ({err}); delete it to train that member "
+                          "again") from None
 
 
 def read_payload(path: str | Path, kind: str, format_version: int, required: tuple[str, ...]) -> dict[str, Any]:

@@ -20,7 +20,15 @@ from typing import Any, Literal
 
 import torch
 
-from seq2seq.checkpoint import check_run_folder, load_model, members_weights, save_atomic
+from seq2seq.checkpoint import (
+    RESULT,
+    check_run_folder,
+    load_model,
+    members_weights,
+    read_result,
+    record_result,
+    save_atomic,
+)
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.distributed import ONE_PROCESS, World
@@ -28,7 +36,6 @@ from seq2seq.ensemble import Ensemble, average_weights, weights_cosine
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import fit_trust_on
 from seq2seq.fast.threads import one_core_workers, worker_count
-from seq2seq.files import write_atomic
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.recommender import Recommender, read_memory
 from seq2seq.runs import build_trainer, check_settings, fresh_model, shared_tokenizer
@@ -108,7 +115,7 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
                      [output_dir / "best.pt", teachers[0] / "last.pt"], "member-K/last.pt")
     if overwrite and world.is_main:
         for path in [output_dir / "best.pt", output_dir / TEACHER, output_dir / DISTILLED,
-                     *(folder / "result.json" for folder in teachers + students)]:
+                     *(folder / RESULT for folder in teachers + students)]:
             path.unlink(missing_ok=True)
     if train_config.parallel > 1 and world.size > 1:
         raise ConfigError(f"train.parallel is {train_config.parallel} under torchrun ({world.size} processes): "
@@ -154,7 +161,7 @@ class _Runs:
 
     def finished(self, folder: Path) -> bool:
         """Whether ``--resume`` finds the run in ``folder`` done (its result.json)."""
-        return self.resume and (folder / "result.json").is_file()
+        return self.resume and (folder / RESULT).is_file()
 
     def pending(self, folders: list[Path], results: dict[int, TrainResult]
                 ) -> Iterator[tuple[int, Path, TrainConfig, bool]]:
@@ -164,7 +171,7 @@ class _Runs:
             config = replace(self.config, seed=self.config.seed + k, max_minutes=self.minutes())
             self.runs_left -= 1
             if self.finished(folder):
-                results[k] = TrainResult(**json.loads((folder / "result.json").read_text(encoding="utf-8")))
+                results[k] = read_result(folder, TrainResult)
                 self.log(f"{folder.name} (seed {config.seed}) had finished: {folder}")
                 continue
             yield k, folder, config, self.resume and (folder / "last.pt").is_file()
@@ -188,7 +195,7 @@ class _Runs:
             self.tokenizer = trainer.tokenizer
             results[k] = trainer.fit()
             if self.world.is_main:
-                _record(folder, results[k])
+                record_result(folder, results[k])
         return [results[k] for k in range(len(folders))]
 
     def side_by_side(self, train: ParallelCorpus, folders: list[Path], cases: ParallelCorpus | None,
@@ -210,16 +217,10 @@ class _Runs:
 
         def finish(member: Member, result: TrainResult) -> None:
             results[member.index] = result
-            _record(member.folder, result)
+            record_result(member.folder, result)
 
         todo = sum(not self.finished(folder) for folder in folders)
         train_side_by_side(start, finish, self.slots, max(1, torch.get_num_threads() // self.slots), todo, self.log)
-
-
-def _record(folder: Path, result: TrainResult) -> None:
-    """FOLDER/result.json, which marks the run finished for --resume: written whole or not at all (a
-    half-written record would block --resume)."""
-    write_atomic(folder / "result.json", json.dumps(dataclasses.asdict(result)) + "\n")
 
 
 def _save_ensemble(folders: list[Path], dev: ParallelCorpus, path: Path, results: list[TrainResult],

@@ -8,23 +8,19 @@ OUTPUT_DIR/member-K, each with a result.json once it has finished, and OUTPUT_DI
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from seq2seq.checkpoint import check_run_folder
+from seq2seq.checkpoint import RESULT, check_run_folder, read_result, record_result
 from seq2seq.config import RulConfig
 from seq2seq.errors import ConfigError
-from seq2seq.files import write_atomic
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.model import RulEnsemble
 from seq2seq.rul.preprocess import Preprocessor
 from seq2seq.rul.train import RulTrainResult, check_same_settings, load_rul_checkpoint, save_rul_checkpoint, train_rul
 from seq2seq.rul.windows import RulWindows, training_set, truncated_windows
-
-RESULT = "result.json"  # in a member's folder once it has finished, for --resume
 
 
 def split_engines(engines: list[Engine], config: RulConfig) -> tuple[list[Engine], list[Engine]]:
@@ -68,13 +64,13 @@ def train_members(engines: list[Engine], config: RulConfig, output_dir: Path,
         member = dataclasses.replace(config, members=1, seed=config.seed + k,
                                      max_minutes=config.max_minutes / config.members)
         if resume and (folder / RESULT).is_file():
-            result = _read_result(folder / RESULT)
+            result = read_result(folder, RulTrainResult)
             log(f"member {k + 1}/{config.members} (seed {member.seed}) had finished: {folder}")
         else:
             log(f"member {k + 1}/{config.members}: seed {member.seed}")
             result = train_on_engines(engines, member, folder, log, preprocessor,
                                       resume and (folder / "last.pt").is_file())[0]
-            write_atomic(folder / RESULT, json.dumps(dataclasses.asdict(result)) + "\n")
+            record_result(folder, result)
         model, saved, _ = load_rul_checkpoint(folder / "best.pt")
         check_same_settings(folder / "best.pt", saved, member)  # a finished member, too, is of this recipe
         results.append(result)
@@ -86,14 +82,6 @@ def train_members(engines: list[Engine], config: RulConfig, output_dir: Path,
     return RulTrainResult(best_rmse=float(np.mean(rmses)), best_epoch=0, epochs=sum(r.epochs for r in results),
                           seconds=sum(r.seconds for r in results), parameters=sum(r.parameters for r in results),
                           stopped="members")
-
-
-def _read_result(path: Path) -> RulTrainResult:
-    try:
-        return RulTrainResult(**json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError) as err:  # a JSON fault is a ValueError; other keys, a TypeError
-        raise ConfigError(f"{path}: not a finished member's record ({err}); delete it to train that member "
-                          "again") from None
 
 
 def train_on_engines(engines: list[Engine], config: RulConfig, output_dir: Path, log: Callable[[str], None] = print,
