@@ -16,7 +16,7 @@ when it ends), so a checkpoint written before case memories existed can be measu
    against the dev reference;
 2. selective BLEU: BLEU and chrF of the share of answers with the highest trust, beside the same
    selection by the model's per-piece probability alone, on dev (and --test); on dev also out of
-   sample (trust fitted on the other folds) with the first three signals and with all, and the
+   sample (trust fitted on the other folds) with the first three signals, the first five and all, and the
    ceilings: the selection by each answer's sentence chrF or BLEU against its reference;
 3. verdicts on each alert list;
 4. cost per alert: greedy recommendation with and without the case look-up (median of --repeats).
@@ -43,7 +43,7 @@ from seq2seq.data import source_batch
 from seq2seq.evaluate import COVERAGES, fit_case_memory, score_corpus, selective_scores, sentence_chrf
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import normalize
-from seq2seq.trust import FEATURES, FIRST_FEATURES, FLAG_RATE, fit_trust
+from seq2seq.trust import CASE_FEATURES, FEATURES, FIRST_FEATURES, FLAG_RATE, fit_trust
 
 FOLDS, SEEDS = 5, 5  # cross-fitting of trust on dev
 
@@ -55,14 +55,16 @@ def read_alerts(path: str | None) -> list[str]:
 
 @torch.inference_mode()
 def encoder_vectors(recommender: Recommender, alerts: list[str]) -> np.ndarray:
-    """Mean of the encoder's outputs over each alert's pieces, unit length, (B, M)."""
+    """Mean of the encoder's outputs over each alert's pieces, unit length, (B, M); for an ensemble, its
+    members' unit means side by side, scaled to unit length (the cosine is then the mean of theirs)."""
     vectors = []
     for start in range(0, len(alerts), 256):
         ids = [recommender.encode(a)[0] or [3] for a in alerts[start:start + 256]]
         src, lengths, mask = source_batch(ids)
         encoded, _ = recommender.model.encode(src, lengths, mask)
-        mean = (encoded.memory * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True)  # (B, M)
-        vectors.append(torch.nn.functional.normalize(mean, dim=-1).numpy())
+        means = [torch.nn.functional.normalize((part.memory * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True),
+                                               dim=-1) for part in getattr(encoded, "parts", [encoded])]  # (B, M) each
+        vectors.append(torch.nn.functional.normalize(torch.cat(means, dim=-1), dim=-1).numpy())
     return np.concatenate(vectors)
 
 
@@ -122,7 +124,8 @@ def selective_table(judged: Recommender, splits: dict) -> None:
         if name != "dev":
             continue
         # Out of sample: trust fitted on the other folds of dev, for every signal set, several fold seeds.
-        for label, signals in (("first 3 signals", FIRST_FEATURES), ("all signals", FEATURES)):
+        for label, signals in (("first 3 signals", FIRST_FEATURES), ("first 5 signals", CASE_FEATURES),
+                               ("all signals", FEATURES)):
             runs = [selective_scores(cross_fitted(judged, answers, corpus, signals, seed), corpus)
                     for seed in range(SEEDS)]
             cells = [statistics.median(run[k]["bleu"] for run in runs) for k in range(len(COVERAGES))]

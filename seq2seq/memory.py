@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from operator import mul
 
 import numpy as np
+from scipy.sparse import csr_matrix
 from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
 
 from seq2seq.errors import CheckpointError
 from seq2seq.fast.cosines import CosineBounds, csr_rows, in_order, segments, sum_in_order
@@ -39,6 +41,8 @@ BOUND_MIN_BATCH = 8  # alerts per call below which scoring them all is as fast
 SHORTLIST = 16  # cases scored exactly per alert before the bound is checked (docs/trust.md)
 WIDER = 8  # an alert whose bound lets more than WIDER x SHORTLIST cases reach its k-th best is scored in full
 WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
+LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
+LONG_C = 0.3  # regularisation of long_answer's logistic regression (0.1 to 1 measured alike: docs/trust.md)
 
 
 @dataclass(frozen=True)
@@ -50,10 +54,20 @@ class Case:
     similarity: float  # in [0, 1]; 1 = the same characters
 
 
-def _vectorizer() -> TfidfVectorizer:
+def _fitted(texts: list[str], max_df: float = 0.3) -> tuple[TfidfVectorizer, csr_matrix]:
+    """A TF-IDF index of ``texts`` and their vectors (rows of unit length)."""
     # n-grams in more than 30% of the texts are left out: they tell few cases apart, and their long
-    # postings were most of a look-up's cost (docs/trust.md: the flag rates did not move).
-    return TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True, max_df=0.3, dtype=np.float32)
+    # postings were most of a look-up's cost (docs/trust.md: the flag rates did not move). Unless that
+    # leaves none: a memory of fewer than four texts, or of actions in a few wordings ("replace pump"
+    # and "fix valve" by turns), where every n-gram is in more than 30% of them.
+    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True, max_df=max_df,
+                                 dtype=np.float32)
+    try:
+        return vectorizer, vectorizer.fit_transform(texts).tocsr()
+    except ValueError:  # "max_df corresponds to < documents than min_df", "After pruning, no terms remain"
+        if max_df == 1.0:
+            raise
+        return _fitted(texts, 1.0)
 
 
 class _Vectors:
@@ -87,6 +101,17 @@ class _Vectors:
         return dict(zip(counts, [w / norm for w in weights], strict=True)) if norm > 0 else {}
 
 
+def _long_answers(rows: csr_matrix, actions: list[str]) -> tuple[np.ndarray, float]:
+    """Weights (F,) and bias of a logistic regression from a pair's alert n-grams (rows, (N, F)) to
+    whether its action is long; fitted in tens of milliseconds for MaintNet's 4,160 pairs."""
+    lengths = np.array([len(action) for action in actions])
+    long = lengths >= np.quantile(lengths, LONG_ACTION)
+    if long.all() or not long.any():  # every action as long as the others: nothing to tell apart
+        return np.zeros(rows.shape[1]), math.inf if long.all() else -math.inf
+    regression = LogisticRegression(C=LONG_C, max_iter=1000).fit(rows, long)
+    return regression.coef_[0].astype(np.float64), float(regression.intercept_[0])
+
+
 class CaseMemory:
     """Distinct (alert, action) pairs in first-seen order, indexed on both sides."""
 
@@ -99,12 +124,11 @@ class CaseMemory:
         if not pairs:
             raise ValueError("a case memory needs at least one alert -> action pair")
         self.alerts, self.actions = [a for a, _ in pairs], [b for _, b in pairs]
-        self._alert_index, self._action_index = _vectorizer(), _vectorizer()
         # Each distinct alert once (an alert answered several ways is one column), as postings: for each
         # n-gram the distinct alerts holding it and its weights there, so a query touches only its n-grams.
         distinct = {alert: u for u, alert in enumerate(dict.fromkeys(self.alerts))}
         self._alert_row = np.array([distinct[alert] for alert in self.alerts])  # (N,) pair -> distinct alert
-        fitted = self._alert_index.fit_transform(list(distinct)).tocsr()  # (U, F) float32, rows of unit length
+        self._alert_index, fitted = _fitted(list(distinct))  # (U, F) float32, rows of unit length
         vectors = fitted.astype(np.float64)
         postings = vectors.T.tocsr()  # (F, U)
         self._postings = postings.indptr, postings.indices, postings.data
@@ -115,7 +139,7 @@ class CaseMemory:
             self._pairs_of[row].append(pair)
         rank = min(BOUND_RANK, self._grams - 1)
         self._bounds = CosineBounds(vectors, rank) if self._distinct >= BOUND_MIN_ALERTS and rank > 0 else None
-        self._action_index.fit(self.actions)
+        self._action_index, _ = _fitted(self.actions)
         self.alert_vector, self.action_vector = _Vectors(self._alert_index), _Vectors(self._action_index)
         self._action_vectors = [self.action_vector(action) for action in self.actions]
         self._action_rows = csr_rows(self._action_vectors, np.float64)  # each in its vector's order
@@ -123,6 +147,7 @@ class CaseMemory:
         self._past_action = dict(zip(self.actions, self._action_vectors, strict=True))  # a translator often
         # answers with an action taken before: its vector is then already here
         self._index = {pair: i for i, pair in enumerate(zip(self.alerts, self.actions, strict=True))}
+        self._long_weights, self._long_bias = _long_answers(fitted[self._alert_row], self.actions)
 
     def __len__(self) -> int:
         return len(self.alerts)
@@ -142,12 +167,16 @@ class CaseMemory:
         except (KeyError, TypeError, ValueError) as err:
             raise CheckpointError(f"{where}: malformed ({err})") from None
 
-    def nearest(self, alerts: list[str], k: int) -> list[list[Case]]:
+    def vectors(self, alerts: list[str]) -> list[dict[int, float]]:
+        """The alerts' TF-IDF vectors, which ``nearest`` and ``long_answer`` take instead of building them again."""
+        return [self.alert_vector(normalize(alert)) for alert in alerts]
+
+    def nearest(self, alerts: list[str], k: int, vectors: list[dict[int, float]] | None = None) -> list[list[Case]]:
         """The ``k`` most similar past cases of each alert, most similar first (ties in memory order)."""
         if not alerts or k < 1:
             return [[] for _ in alerts]
         k = min(k, len(self))
-        queries = [self.alert_vector(normalize(alert)) for alert in alerts]
+        queries = self.vectors(alerts) if vectors is None else vectors
         # A few alerts are scanned in full: the bounds' fixed cost per call outweighs what they save.
         bounded = self._bounds is not None and len(queries) >= BOUND_MIN_BATCH
         found = self._shortlisted(queries, k) if bounded else [None] * len(queries)
@@ -234,6 +263,17 @@ class CaseMemory:
         firsts = [self._action_vectors[self._index[found[0].alert, found[0].action]] if found else {}
                   for found in cases]
         return self._agreements(firsts, list(range(len(cases))), [found[1:] for found in cases])
+
+    def long_answer(self, alerts: list[str], vectors: list[dict[int, float]] | None = None) -> list[float]:
+        """For each alert, the probability in [0, 1] that the history answered alerts like it at length
+        (an action among its longest tenth), from the alert's n-grams. Such actions are narratives
+        (MaintNet cuts them at 55 characters, mid-word) that no model words alike, so an answer to
+        such an alert is likely off, however sure the model is."""
+        indptr, columns, values = csr_rows(self.vectors(alerts) if vectors is None else vectors, np.float64)
+        owner = np.repeat(np.arange(len(alerts)), np.diff(indptr))
+        logits = np.bincount(owner, weights=self._long_weights[columns] * values, minlength=len(alerts))
+        with np.errstate(over="ignore"):  # a one-class memory's bias is infinite: probability 0 or 1
+            return (1.0 / (1.0 + np.exp(-(logits + self._long_bias)))).tolist()
 
     def _agreements(self, vectors: list[dict[int, float]], which: list[int], cases: list[list[Case]]) -> list[float]:
         """For each i, the highest dot product (at most 1) of ``vectors[which[i]]`` with the actions of

@@ -170,7 +170,7 @@ class Recommender:
                 trust = math.exp(c.log_prob / max(1, len(c.target_pieces)))
                 yield replace(r, trust=trust, verdict="confident" if trust >= UNCERTAIN_BELOW else "uncertain")
             return
-        cases, signals = self.signals(answered, max(similar, TRUST_NEIGHBOURS))
+        cases, signals = self.signals(answered, similar)
         trust = self.trust_model.trust(signals)
         nearest = signals[:, FEATURES.index("nearest_similarity")]
         for r, found, t, s in zip(answered, cases, trust.tolist(), nearest.tolist(), strict=True):
@@ -181,13 +181,15 @@ class Recommender:
         if self.memory is None:
             raise ConfigError("trust signals need a case memory")
         best = [r.candidates[0] for r in answered]
-        cases = self.memory.nearest([r.alert for r in answered], k)
+        alerts = [r.alert for r in answered]
+        vectors = self.memory.vectors(alerts)
+        cases = self.memory.nearest(alerts, max(k, TRUST_NEIGHBOURS), vectors)
         nearest = [found[:TRUST_NEIGHBOURS] for found in cases]
-        return cases, features([c.log_prob for c in best], [len(c.target_pieces) for c in best],
-                               [found[0].similarity for found in cases],
-                               self.memory.agreement([c.text for c in best], nearest),
-                               [found[1].similarity if len(found) > 1 else 0.0 for found in cases],
-                               self.memory.consensus(nearest))
+        return [found[:k] for found in cases], features(
+            [c.log_prob for c in best], [len(c.target_pieces) for c in best], [found[0].similarity for found in cases],
+            self.memory.agreement([c.text for c in best], nearest),
+            [found[1].similarity if len(found) > 1 else 0.0 for found in cases],
+            self.memory.consensus(nearest), self.memory.long_answer(alerts, vectors))
 
     def translate(self, alerts: list[str], config: SearchConfig | None = None, batch_size: int = 64) -> list[str]:
         """Best recommendation text per alert ("" for an empty alert); no trust or past cases are looked up."""

@@ -9,8 +9,10 @@ Five signals, each cheap beside the decoding:
   generated action to their actions);
 - how similar the second nearest case is, and whether the nearest cases agree among themselves
   (the highest similarity of the nearest case's action to the next ones'): an alert with several
-  close cases that were all fixed the same way is one the history answers well (docs/trust.md
-  measures what each adds).
+  close cases that were all fixed the same way is one the history answers well;
+- how likely the history answers alerts like this one at length (``CaseMemory.long_answer``): where
+  it wrote a narrative ("GROUND RAN A/C, COULD NOT DUPLICATE DISCREP. ..."), not a routine part
+  swap, no model words the answer alike (docs/trust.md measures what each signal adds).
 
 ``trust`` is a logistic regression over these, fitted on the dev split when training ends, to the
 probability that the answer is a usable one (sentence chrF against the reference at least
@@ -32,8 +34,10 @@ from sklearn.linear_model import LogisticRegression
 from seq2seq.errors import CheckpointError
 
 VERDICTS = ("confident", "uncertain", "out-of-scope")
-FEATURES = ("log_prob_per_piece", "nearest_similarity", "agreement", "second_similarity", "neighbour_consensus")
-FIRST_FEATURES = FEATURES[:3]  # what trust models fitted before the last two signals read
+FEATURES = ("log_prob_per_piece", "nearest_similarity", "agreement", "second_similarity", "neighbour_consensus",
+            "long_answer")
+FIRST_FEATURES = FEATURES[:3]  # what trust models fitted before the case signals read (2026-11-23)
+CASE_FEATURES = FEATURES[:5]  # what trust models fitted before long_answer read (2026-11-25)
 TRUST_NEIGHBOURS = 3  # cases whose actions the answer is compared with (independent of how many are shown)
 GOOD_CHRF = 50.0  # a dev answer sharing at least half its character n-grams with the reference is usable
 FLAG_RATE = 0.01  # share of in-domain dev alerts called out of scope (docs/trust.md: why not 5%)
@@ -85,10 +89,10 @@ class TrustModel:
         return cls(weights, **numbers, features=names)
 
 def features(log_probs: list[float], pieces: list[int], nearest: list[float], agreement: list[float],
-             second: list[float], consensus: list[float]) -> np.ndarray:
+             second: list[float], consensus: list[float], long_answer: list[float]) -> np.ndarray:
     """The FEATURES of each answer, (B, len(FEATURES))."""
     per_piece = [lp / max(1, n) for lp, n in zip(log_probs, pieces, strict=True)]
-    columns = [per_piece, nearest, agreement, second, consensus]
+    columns = [per_piece, nearest, agreement, second, consensus, long_answer]
     return np.array(columns, dtype=np.float64).T.reshape(len(per_piece), len(FEATURES))
 
 

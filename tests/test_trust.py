@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from support import TINY_PAIRS, run_cli, tiny_data, train_args, trained, training_threads
+from support import TINY_PAIRS, run_cli, tiny_data, train_args, trained, training_threads, tsv
 
 from seq2seq import memory as memory_module
 from seq2seq.checkpoint import read_checkpoint, save_atomic
@@ -18,7 +18,7 @@ from seq2seq.errors import CheckpointError
 from seq2seq.memory import Case, CaseMemory
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import normalize
-from seq2seq.trust import FEATURES, FIRST_FEATURES, VERDICTS, TrustModel, features, fit_trust
+from seq2seq.trust import CASE_FEATURES, FEATURES, FIRST_FEATURES, VERDICTS, TrustModel, features, fit_trust
 
 ALERTS, ACTIONS = [a for a, _ in TINY_PAIRS], [b for _, b in TINY_PAIRS]
 
@@ -181,6 +181,48 @@ def test_consensus_is_one_when_the_nearest_cases_did_the_same_and_zero_without_a
     assert 0.0 <= memory.consensus([pair])[0] <= 1.0
 
 
+def test_long_answer_learns_which_alerts_the_history_answered_at_length():
+    rng = np.random.default_rng(4)
+    words = ["pump", "valve", "fan", "seal", "bearing", "filter", "duct", "sensor"]
+    alerts = [f"{rng.choice(words)} {rng.choice(words)} {kind}" for kind, n in (("hot", 80), ("intermittent", 20))
+              for _ in range(n)]  # a fifth answered at length: rarer than the n-grams the index leaves out
+    actions = [f"replaced {alert.split()[0]}" if alert.endswith("hot") else
+               "ground ran engine, could not duplicate the fault, monitor" for alert in alerts]
+    memory = CaseMemory(alerts, actions)
+    short, long, word = memory.long_answer(["seal duct hot", "seal duct intermittent", "intermittent"])
+    assert 0.0 <= short < 0.25 < 0.4 < long < word <= 1.0  # regularised: a hundred pairs move it only so far
+    assert memory.long_answer([]) == [] and 0.0 <= memory.long_answer(["☃"])[0] <= 1.0  # no known n-gram
+    some = ["seal duct hot", "☃", "fan intermittent"]  # vectors built once for both give the same answers
+    assert memory.long_answer(some, memory.vectors(some)) == memory.long_answer(some)
+    assert memory.nearest(some, 2, memory.vectors(some)) == memory.nearest(some, 2)
+    same = CaseMemory(alerts, ["replaced it"] * len(alerts))  # every action as long: the longest tenth is all
+    assert same.long_answer(["seal duct hot", "banana"]) == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("pairs", [
+    [("pump hot", "check pump")],  # fewer than four texts: 30% of them is less than one
+    [("pump hot", "check pump"), ("valve stuck", "free valve"), ("fan loud", "inspect fan")],
+    [(f"unit {i} alarm", ("replace pump", "fix valve")[i % 2]) for i in range(12)],  # two wordings by turns
+    [(f"unit {i} alarm", "replace pump") for i in range(12)],  # one wording
+], ids=["one pair", "three pairs", "two actions", "one action"])
+def test_a_memory_of_a_few_pairs_or_a_few_wordings_builds_and_finds_its_own_cases(pairs):
+    memory = CaseMemory([a for a, _ in pairs], [b for _, b in pairs])
+    for alert, action in pairs:
+        [first] = memory.nearest([alert], 1)[0]
+        assert (first.alert, first.action) == (alert, action) and first.similarity == pytest.approx(1.0, abs=1e-5)
+        assert memory.agreement([action], [[first]]) == [pytest.approx(1.0, abs=1e-5)]
+
+
+def test_training_on_three_pairs_ends_with_a_memory(tmp_path):
+    data = tiny_data(tmp_path / "data")
+    few = tmp_path / "three.tsv"
+    few.write_text(tsv(TINY_PAIRS[:3]), encoding="utf-8")
+    result = run_cli("train", "--train", str(few), "--dev", str(few), "--config", str(data.config),
+                     "--output-dir", str(tmp_path / "run"), "--device", "cpu", "--epochs", "1")
+    assert result.status == 0, result.stderr
+    assert len(Recommender.from_checkpoint(tmp_path / "run" / "best.pt").memory) == 3
+
+
 def test_a_trust_model_fitted_before_the_last_signals_loads_and_reads_only_its_own():
     old_state = {"weights": [2.0, 1.0, -1.0], "bias": 0.5, "scope_threshold": 0.3, "flag_rate": 0.01,
                  "uncertain_below": 0.5}  # as checkpoints before the second-case signals stored it
@@ -191,13 +233,25 @@ def test_a_trust_model_fitted_before_the_last_signals_loads_and_reads_only_its_o
     assert TrustModel.from_state_dict(model.state_dict()) == model
     with pytest.raises(CheckpointError, match="unknown or repeated"):
         TrustModel.from_state_dict({**old_state, "features": ["log_prob_per_piece", "colour", "agreement"]})
-    with pytest.raises(CheckpointError, match="expected 5 finite weights"):
+    with pytest.raises(CheckpointError, match="expected 6 finite weights"):
         TrustModel.from_state_dict({**old_state, "features": list(FEATURES)})
+
+
+def test_a_trust_model_fitted_before_long_past_actions_keeps_its_five_weights_and_outputs():
+    state = {"weights": [1.5, 2.0, 1.0, 0.5, 0.8], "bias": -1.0, "scope_threshold": 0.4, "flag_rate": 0.01,
+             "uncertain_below": 0.5, "features": list(CASE_FEATURES)}  # as checkpoints of 2026-11-23 to 25 stored it
+    model = TrustModel.from_state_dict(state)
+    signals = np.random.default_rng(3).uniform(0, 1, (40, len(FEATURES)))
+    expected = 1 / (1 + np.exp(-(signals[:, :5] @ np.array(state["weights"]) - 1.0)))
+    np.testing.assert_allclose(model.trust(signals), expected)
+    moved = signals.copy()
+    moved[:, FEATURES.index("long_answer")] = 1 - moved[:, FEATURES.index("long_answer")]
+    np.testing.assert_array_equal(model.trust(moved), model.trust(signals))
 
 
 def test_standardised_fitting_ranks_like_scikit_learns_pipeline_and_honours_the_chosen_signals():
     rng = np.random.default_rng(2)
-    signals = rng.normal([-1.0, 0.6, 0.5, 0.4, 0.5], [0.5, 0.2, 0.2, 0.2, 0.3], (300, len(FEATURES)))
+    signals = rng.normal([-1.0, 0.6, 0.5, 0.4, 0.5, 0.2], [0.5, 0.2, 0.2, 0.2, 0.3, 0.2], (300, len(FEATURES)))
     chrf = 100 / (1 + np.exp(-(3 * signals[:, 0] + 4 * signals[:, 4] + rng.normal(0, 1, 300))))
     model = fit_trust(signals, chrf.tolist())
     pipeline = make_pipeline(StandardScaler(), LogisticRegression()).fit(signals, chrf >= 50)
@@ -220,7 +274,7 @@ def test_memory_round_trips_through_its_state(memory):
 @settings(max_examples=60, deadline=None)
 def test_the_scope_threshold_flags_at_most_the_stated_share_of_the_split_it_was_fitted_on(nearest, rate):
     n = len(nearest)
-    signals = features([-0.5] * n, [4] * n, nearest, [0.5] * n, nearest, [0.5] * n)
+    signals = features([-0.5] * n, [4] * n, nearest, [0.5] * n, nearest, [0.5] * n, [0.0] * n)
     model = fit_trust(signals, [float(i % 100) for i in range(n)], rate)
     flagged = sum(model.verdict(0.9, s) == "out-of-scope" for s in nearest)
     assert flagged <= rate * n + 1e-9
@@ -249,6 +303,11 @@ def test_a_trained_checkpoint_carries_its_memory_and_judges_every_answer(tmp_pat
     assert results[0].similar[0].similarity == pytest.approx(1.0, abs=1e-5)
     assert results[1].verdict == "out-of-scope"
     assert (results[2].trust, results[2].verdict, results[2].similar) == (None, None, [])
+    cases, signals = recommender.signals(results[:2], k=1)  # however few cases are shown
+    assert [len(found) for found in cases] == [1, 1]
+    long_answer = recommender.memory.long_answer([r.alert for r in results[:2]])
+    assert signals[:, FEATURES.index("long_answer")].tolist() == long_answer
+    assert recommender.recommend(["pump vibration high"], similar=0)[0].similar == []
 
 
 def test_a_checkpoint_without_a_memory_loads_translates_and_says_so_once(tmp_path_factory, tmp_path, caplog):
