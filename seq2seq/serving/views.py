@@ -78,7 +78,8 @@ BADGES = {"confident": "**CONFIDENT**", "uncertain": "**UNCERTAIN, check before 
           "out-of-scope": "**OUT OF SCOPE**"}
 TRUST_NOTE = ("trust = the probability, fitted on the dev split, that an answer is usable, from the model's "
               "per-piece probability, how similar the nearest past cases are, whether the answer agrees with "
-              "what they did and whether they agree among themselves; out of scope = less similar to every past "
+              "what they did, whether they agree among themselves and whether alerts like it were answered at "
+              "length (narratives, which no model words alike); out of scope = less similar to every past "
               f"alert than all but {FLAG_RATE:.0%} of the dev alerts. Answers with higher trust are right more often: "
               "`seq2seq evaluate --json` reports, under \"selective\", the scores of the 90%, 80%, ... of answers "
               "the model is surest of")
