@@ -12,6 +12,7 @@ from __future__ import annotations
 from itertools import chain
 
 import numpy as np
+import torch
 from scipy.sparse import csr_matrix
 from sklearn.decomposition import TruncatedSVD
 
@@ -85,4 +86,7 @@ class CosineBounds:
         extended = np.ones((len(queries), self.basis.shape[1] + 2), dtype=np.float32)  # (B, r+2)
         extended[:, :-2] = rows @ self.basis  # the query's n-grams' rows of the basis, summed
         extended[:, -2] = np.sqrt(np.clip(1.0 - np.einsum("br,br->b", extended[:, :-2], extended[:, :-2]), 0.0, None))
-        return extended @ self.alerts
+        # torch's product, not NumPy's: it runs on the threads the caller gave torch (one per decoding
+        # worker), where OpenBLAS would wake its own pool on every core and spin there between calls,
+        # which doubled the look-up's CPU time on 2 cores (docs/trust.md, "Cost of the look-up").
+        return torch.from_numpy(extended).matmul(torch.from_numpy(self.alerts)).numpy()
