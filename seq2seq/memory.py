@@ -102,8 +102,8 @@ class _Vectors:
 
 
 def _long_answers(rows: csr_matrix, actions: list[str]) -> tuple[np.ndarray, float]:
-    """Weights (F,) and bias of a logistic regression from a pair's alert n-grams (rows, (N, F)) to
-    whether its action is long; fitted in tens of milliseconds for MaintNet's 4,160 pairs."""
+    """Weights (F,) and bias of a logistic regression from each pair's alert n-grams (rows, (N, F)) to
+    whether its action is long; fitted when the memory is built, as its index is (docs/trust.md: its cost)."""
     lengths = np.array([len(action) for action in actions])
     long = lengths >= np.quantile(lengths, LONG_ACTION)
     if long.all() or not long.any():  # every action as long as the others: nothing to tell apart

@@ -1,6 +1,6 @@
 """How far to trust a recommendation: ``trust`` in [0, 1] and a verdict a technician acts on.
 
-Five signals, each cheap beside the decoding:
+Six signals, each cheap beside the decoding:
 
 - the model's own per-piece log-probability of its answer (``log P / pieces``);
 - how similar the nearest past case is (``CaseMemory``): an alert unlike every alert in the
