@@ -36,8 +36,8 @@ from seq2seq.errors import CheckpointError
 VERDICTS = ("confident", "uncertain", "out-of-scope")
 FEATURES = ("log_prob_per_piece", "nearest_similarity", "agreement", "second_similarity", "neighbour_consensus",
             "long_answer")
-FIRST_FEATURES = FEATURES[:3]  # what trust models fitted before the case signals read (2026-11-23)
-CASE_FEATURES = FEATURES[:5]  # what trust models fitted before long_answer read (2026-11-25)
+FIRST_FEATURES = FEATURES[:3]  # what trust models fitted before second_similarity and consensus read
+CASE_FEATURES = FEATURES[:5]  # what trust models fitted before long_answer read
 TRUST_NEIGHBOURS = 3  # cases whose actions the answer is compared with (independent of how many are shown)
 GOOD_CHRF = 50.0  # a dev answer sharing at least half its character n-grams with the reference is usable
 FLAG_RATE = 0.01  # share of in-domain dev alerts called out of scope (docs/trust.md: why not 5%)

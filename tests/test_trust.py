@@ -237,9 +237,9 @@ def test_a_trust_model_fitted_before_the_last_signals_loads_and_reads_only_its_o
         TrustModel.from_state_dict({**old_state, "features": list(FEATURES)})
 
 
-def test_a_trust_model_fitted_before_long_past_actions_keeps_its_five_weights_and_outputs():
+def test_a_trust_model_fitted_before_long_answer_keeps_its_five_weights_and_outputs():
     state = {"weights": [1.5, 2.0, 1.0, 0.5, 0.8], "bias": -1.0, "scope_threshold": 0.4, "flag_rate": 0.01,
-             "uncertain_below": 0.5, "features": list(CASE_FEATURES)}  # as checkpoints of 2026-11-23 to 25 stored it
+             "uncertain_below": 0.5, "features": list(CASE_FEATURES)}  # as five-signal checkpoints store it
     model = TrustModel.from_state_dict(state)
     signals = np.random.default_rng(3).uniform(0, 1, (40, len(FEATURES)))
     expected = 1 / (1 + np.exp(-(signals[:, :5] @ np.array(state["weights"]) - 1.0)))
