@@ -11,11 +11,10 @@ The memory travels in the checkpoint as plain strings (``state_dict``); the inde
 them when the checkpoint loads, deterministically.
 
 A query shares some n-gram with nearly every past alert, so scoring them all costs what the decoding
-of a batch does. A large memory is therefore searched in two steps (``seq2seq.fast.cosines``): an
-upper bound on every cosine from a low-rank projection (one matrix product for the whole batch), then
-exact cosines for the few cases whose bound reaches the k-th best; the answer is the same as scoring
-every case, to the last bit (tests/test_trust.py), and an alert the bound does not settle is scored
-in full.
+of a batch does. A large memory is therefore searched in two steps (``seq2seq.fast.cosines``): nearly
+exact upper bounds on every cosine in float32 for the whole batch, then exact cosines for the few cases
+whose bound reaches the k-th best; the answer is the same as scoring every case, to the last bit
+(tests/test_trust.py), and an alert the bound does not settle is scored in full.
 """
 
 from __future__ import annotations
@@ -35,11 +34,11 @@ from seq2seq.fast.cosines import CosineBounds, csr_rows, in_order, segments, sum
 from seq2seq.tokenizer import normalize
 
 STATE_VERSION = 1
-BOUND_RANK = 128  # rank of the projection bounding the cosines: its product is a few us per alert
+BOUND_HEAD = 256  # n-grams held by most past alerts, bounded as one dense product (docs/trust.md: 128 to 512)
 BOUND_MIN_ALERTS = 1024  # distinct past alerts below which scoring them all is as fast
 BOUND_MIN_BATCH = 8  # alerts per call below which scoring them all is as fast
-SHORTLIST = 16  # cases scored exactly per alert before the bound is checked (docs/trust.md)
-WIDER = 8  # an alert whose bound lets more than WIDER x SHORTLIST cases reach its k-th best is scored in full
+SHORTLIST = 1  # cases scored exactly per alert beyond the k asked for, before the bound is checked (docs/trust.md)
+WIDER = 8  # an alert whose bound lets more than WIDER times its shortlist reach its k-th best is scored in full
 WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
 LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
 LONG_C = 0.3  # regularisation of long_answer's logistic regression (0.1 to 1 measured alike: docs/trust.md)
@@ -137,8 +136,7 @@ class CaseMemory:
         self._pairs_of: list[list[int]] = [[] for _ in range(self._distinct)]  # distinct alert -> its pairs
         for pair, row in enumerate(self._alert_row.tolist()):
             self._pairs_of[row].append(pair)
-        rank = min(BOUND_RANK, self._grams - 1)
-        self._bounds = CosineBounds(vectors, rank) if self._distinct >= BOUND_MIN_ALERTS and rank > 0 else None
+        self._bounds = CosineBounds(fitted, BOUND_HEAD) if self._distinct >= BOUND_MIN_ALERTS else None
         self._action_index, _ = _fitted(self.actions)
         self.alert_vector, self.action_vector = _Vectors(self._alert_index), _Vectors(self._action_index)
         self._action_vectors = [self.action_vector(action) for action in self.actions]
@@ -194,10 +192,10 @@ class CaseMemory:
         return [Case(self.alerts[j], self.actions[j], float(similarity[j])) for j in best.tolist()]
 
     def _shortlisted(self, queries: list[dict[int, float]], k: int) -> list[list[Case] | None]:
-        """``nearest`` from the cases whose bound reaches the k-th best exact cosine among the SHORTLIST
+        """``nearest`` from the cases whose bound reaches the k-th best exact cosine among the k + SHORTLIST
         of highest bound, for each query where they are few; None for the rest, and an empty query."""
         bounds = self._bounds(queries)  # (B, U)
-        n = min(SHORTLIST, self._distinct - 1)
+        n = min(k + SHORTLIST, self._distinct - 1)
         order = np.argpartition(bounds, self._distinct - n - 1, axis=1)  # the n largest last
         short, beyond = order[:, -n:], bounds[np.arange(len(queries)), order[:, -n - 1]]  # (B, n), (B,)
         cosines = self._exact(queries, short)  # (B, n)

@@ -15,6 +15,7 @@ from support import TINY_PAIRS, run_cli, tiny_data, train_args, trained, trainin
 from seq2seq import memory as memory_module
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.errors import CheckpointError
+from seq2seq.fast import cosines as cosines_module
 from seq2seq.memory import Case, CaseMemory
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import normalize
@@ -94,16 +95,19 @@ WORDS = [
 @pytest.fixture(scope="module")
 def large_memory() -> CaseMemory:
     """A memory searched through its bounds: random alerts over a small vocabulary, some also in another
-    order (the same vector: exact ties), some answered twice. A low rank leaves the bounds loose, so that
-    every path is taken: the shortlist, scoring the cases the bound lets through, scoring every case."""
+    order (the same vector: exact ties), some answered twice. A wide slack leaves the bounds loose, so that
+    every path is taken: the shortlist, scoring the cases the bound lets through, scoring every case; a
+    small head leaves most n-grams to the postings, so that both parts of the bounds are summed."""
     rng = np.random.default_rng(0)
     alerts = [" ".join(rng.choice(WORDS, rng.integers(1, 7), replace=False)) for _ in range(1400)]
     alerts += [" ".join(reversed(alert.split())) for alert in alerts[:100]]
     actions = [f"replaced {rng.choice(WORDS)} and {rng.choice(WORDS)}" for _ in alerts]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(memory_module, "BOUND_RANK", 16)
+        patch.setattr(cosines_module, "BOUND_SLACK", 0.05)
+        patch.setattr(memory_module, "BOUND_HEAD", 32)
         memory = CaseMemory([*alerts, *alerts[:60]], [*actions, *(f"inspected {a}" for a in alerts[:60])])
     assert memory._bounds is not None and memory._distinct >= memory_module.BOUND_MIN_ALERTS
+    assert memory._bounds.tail.nnz > memory._bounds.dense.count_nonzero()  # most entries in the postings
     return memory
 
 
@@ -128,10 +132,12 @@ def test_a_batch_searched_through_the_bounds_finds_what_scoring_every_case_finds
 
 @given(st.lists(st.sampled_from([*WORDS, "sink", "printer", "x"]), min_size=1, max_size=8))
 @settings(max_examples=40)
-def test_bounds_are_never_below_the_exact_cosines(large_memory, words):
+def test_bounds_are_never_below_the_exact_cosines_and_nearly_equal_them(large_memory, words):
     query = large_memory.alert_vector(" ".join(words))
-    if query:
-        assert (large_memory._bounds([query])[0] >= large_memory._similarity(query)).all()
+    if query:  # the bounds with the slack they are built with outside the fixture
+        bounds = large_memory._bounds([query])[0] - large_memory._bounds.slack + cosines_module.BOUND_SLACK
+        exact = large_memory._similarity(query)
+        assert (bounds >= exact).all() and (bounds <= exact + 2 * cosines_module.BOUND_SLACK).all()
 
 
 def dict_dot(a: dict[int, float], b: dict[int, float]) -> float:
