@@ -77,7 +77,7 @@ class CosineBounds:
         self.place = np.full(alerts.shape[1], -1)  # (F,) n-gram -> its row in the dense block, -1 in the tail
         self.place[self.head] = np.arange(len(self.head))
         self.dense = torch.from_numpy(np.ascontiguousarray(by_column[:, self.head].toarray().T))  # (H, U)
-        tail = by_column.T.tocsr()  # (F, U): each n-gram's postings
+        tail = by_column.T.tocsr(copy=True)  # (F, U): each n-gram's postings
         tail.data[np.repeat(self.place >= 0, held)] = 0.0
         tail.eliminate_zeros()
         self.tail = tail  # (F, U): the postings of the tail n-grams, the head's left empty
