@@ -30,7 +30,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from seq2seq.errors import CheckpointError
-from seq2seq.fast.cosines import CosineBounds, csr_rows, in_order, segments, sum_in_order
+from seq2seq.fast.cosines import CosineBounds, Places, csr_rows, segments, sum_in_order
 from seq2seq.tokenizer import normalize
 
 STATE_VERSION = 1
@@ -235,10 +235,9 @@ class CaseMemory:
         """Cosines (B, n) of each query with its ``alerts`` (B, n), summed one n-gram after another in the
         query's order, as ``_similarity`` sums them, so that both give the same bits; clipped to [0, 1] as
         ``_ranked`` clips them."""
-        places, weights = in_order(queries, self._grams)
         offsets, owner = segments(self._rows.indptr, alerts.ravel())
-        cosines = sum_in_order(places, weights, np.repeat(np.arange(len(queries)), alerts.shape[1]), alerts.size,
-                                owner, self._rows.indices[offsets], self._rows.data[offsets])
+        cosines = sum_in_order(Places(queries, self._grams), np.repeat(np.arange(len(queries)), alerts.shape[1]),
+                               alerts.size, owner, self._rows.indices[offsets], self._rows.data[offsets])
         return np.minimum(np.maximum(cosines, 0.0), 1.0).reshape(alerts.shape)  # np.clip is slower
 
     def _similarity(self, query: dict[int, float]) -> np.ndarray:
@@ -249,18 +248,27 @@ class CaseMemory:
         return np.bincount(indices[offsets], weights=data[offsets] * weights, minlength=self._distinct)
 
     def agreement(self, actions: list[str], cases: list[list[Case]]) -> list[float]:
-        """For each generated action, its highest similarity in [0, 1] to the actions of its cases."""
-        distinct = {action: i for i, action in enumerate(dict.fromkeys(actions))}  # answers repeat
-        texts = [normalize(action) for action in distinct]
-        vectors = [self._past_action.get(text) or self.action_vector(text) for text in texts]
-        return self._agreements(vectors, [distinct[action] for action in actions], cases)
+        """``agreement_and_consensus``'s agreement alone."""
+        return self.agreement_and_consensus(actions, cases)[0]
 
     def consensus(self, cases: list[list[Case]]) -> list[float]:
-        """For each list of cases, most similar first, how far the first case's action agrees with the
-        others' (``agreement`` of the past with itself); 0 with fewer than two cases."""
+        """``agreement_and_consensus``'s consensus alone."""
+        return self.agreement_and_consensus(None, cases)[1]
+
+    def agreement_and_consensus(self, actions: list[str] | None,
+                                cases: list[list[Case]]) -> tuple[list[float], list[float]]:
+        """Agreement: for each generated action, its highest similarity in [0, 1] to the actions of its
+        cases (none without ``actions``). Consensus: for each list of cases, most similar first, how far the
+        first case's action agrees with the others' (the agreement of the past with itself; 0 with fewer
+        than two cases). Both from one pass over the cases' actions."""
+        answers = {action: i for i, action in enumerate(dict.fromkeys(actions or []))}  # answers repeat
+        vectors = [self._past_action.get(text) or self.action_vector(text) for text in map(normalize, answers)]
         firsts = [self._action_vectors[self._index[found[0].alert, found[0].action]] if found else {}
                   for found in cases]
-        return self._agreements(firsts, list(range(len(cases))), [found[1:] for found in cases])
+        which = [*(answers[action] for action in actions or []), *range(len(vectors), len(vectors) + len(cases))]
+        both = self._agreements([*vectors, *firsts], which, [*(cases if actions is not None else []),
+                                                             *(found[1:] for found in cases)])
+        return both[:len(actions or [])], both[len(actions or []):]
 
     def long_answer(self, alerts: list[str], vectors: list[dict[int, float]] | None = None) -> list[float]:
         """For each alert, the probability in [0, 1] that the history answered alerts like it at length
@@ -282,11 +290,11 @@ class CaseMemory:
         vector = np.repeat(np.array(which, dtype=np.int64), counts)  # (P,): the vector of each product
         indptr, columns, values = self._action_rows
         offsets, owner = segments(indptr, pairs)
-        places, weights = in_order(vectors, self._action_grams)
+        places = Places(vectors, self._action_grams)
         # A case's action shorter than the vector: its own n-grams, in its order, times the vector's weights.
-        theirs = weights[vector[owner], places[vector[owner], columns[offsets]]]
+        theirs = places.weights[vector[owner], places.at(vector[owner], columns[offsets])]
         by_case = np.bincount(owner, weights=values[offsets] * theirs, minlength=pairs.size)
-        by_vector = sum_in_order(places, weights, vector, pairs.size, owner, columns[offsets], values[offsets])
+        by_vector = sum_in_order(places, vector, pairs.size, owner, columns[offsets], values[offsets])
         shorter = (indptr[pairs + 1] - indptr[pairs]) < np.array([len(v) for v in vectors], dtype=np.int64)[vector]
         dots = np.where(shorter, by_case, by_vector).tolist()
         found, start = [], 0

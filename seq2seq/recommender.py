@@ -185,11 +185,11 @@ class Recommender:
         vectors = self.memory.vectors(alerts)
         cases = self.memory.nearest(alerts, max(k, TRUST_NEIGHBOURS), vectors)
         nearest = [found[:TRUST_NEIGHBOURS] for found in cases]
+        agreement, consensus = self.memory.agreement_and_consensus([c.text for c in best], nearest)
         return [found[:k] for found in cases], features(
             [c.log_prob for c in best], [len(c.target_pieces) for c in best], [found[0].similarity for found in cases],
-            self.memory.agreement([c.text for c in best], nearest),
-            [found[1].similarity if len(found) > 1 else 0.0 for found in cases],
-            self.memory.consensus(nearest), self.memory.long_answer(alerts, vectors))
+            agreement, [found[1].similarity if len(found) > 1 else 0.0 for found in cases],
+            consensus, self.memory.long_answer(alerts, vectors))
 
     def translate(self, alerts: list[str], config: SearchConfig | None = None, batch_size: int = 64) -> list[str]:
         """Best recommendation text per alert ("" for an empty alert); no trust or past cases are looked up."""

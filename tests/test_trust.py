@@ -162,6 +162,7 @@ def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memor
     consensus = [min(1.0, max((dict_dot(vector(found[0]), vector(c)) for c in found[1:]), default=0.0))
                  for found in cases]
     assert large_memory.consensus(cases) == consensus
+    assert large_memory.agreement_and_consensus(answers, cases) == (expected, consensus)  # in one pass
     assert large_memory.agreement([], []) == [] and large_memory.consensus([[], cases[0][:1]]) == [0.0, 0.0]
 
 

@@ -1,5 +1,5 @@
 """Cosines of sparse unit vectors, computed faster with the same bits: nearly exact upper bounds on many
-cosines at once (``CosineBounds``), and exact sums over chosen pairs in a stated order (``sum_in_order``).
+cosines at once (``CosineBounds``), and exact sums over chosen pairs in a stated order (``Places``, ``sum_in_order``).
 ``seq2seq.memory`` uses them to find a batch's nearest past cases without scoring every case.
 
 A vector here is a {column: weight} dict; its order is the dict's, and a sum "in its order" adds the
@@ -18,18 +18,29 @@ from scipy.sparse import csr_matrix
 BOUND_SLACK = 1e-4  # added to each bound: the float32 sums' rounding (about 1e-5) stays far inside
 
 
-def in_order(vectors: list[dict[int, float]], grams: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where each n-gram stands in each vector: places (V, F), 1 + its place in the vector's order (0:
-    absent), and weights (V, W) by place, column 0 zero, so that weights[v, places[v, j]] is v's weight of j."""
-    lengths = np.fromiter(map(len, vectors), np.int64, len(vectors))
-    total = int(lengths.sum())
-    holder = np.repeat(np.arange(len(vectors)), lengths)
-    place = np.arange(1, total + 1) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    places = np.zeros((len(vectors), grams), dtype=np.int32)
-    places[holder, np.fromiter(chain.from_iterable(vectors), np.int64, total)] = place
-    weights = np.zeros((len(vectors), int(lengths.max(initial=0)) + 1))
-    weights[holder, place] = np.fromiter(chain.from_iterable(map(dict.values, vectors)), np.float64, total)
-    return places, weights
+class Places:
+    """Where each n-gram stands in each of some vectors: ``at(v, j)`` is 1 + j's place in vector v's order,
+    0 where v lacks j; ``weights`` (V, W) by place, column 0 zero, so that weights[v, at(v, j)] is v's
+    weight of j. Only the n-grams some vector holds get a column (B x F would mostly be zeros to write)."""
+
+    def __init__(self, vectors: list[dict[int, float]], grams: int) -> None:
+        lengths = np.fromiter(map(len, vectors), np.int64, len(vectors))
+        total = int(lengths.sum())
+        holder = np.repeat(np.arange(len(vectors)), lengths)
+        place = np.arange(1, total + 1) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        columns = np.fromiter(chain.from_iterable(vectors), np.int64, total)
+        held = np.zeros(grams, dtype=bool)
+        held[columns] = True
+        union = np.flatnonzero(held)
+        self.compact = np.full(grams, len(union))  # (F,) n-gram -> its column here; the last, all 0, if none holds it
+        self.compact[union] = np.arange(len(union))
+        self.table = np.zeros((len(vectors), len(union) + 1), dtype=np.int32)  # (V, held n-grams + 1)
+        self.table[holder, self.compact[columns]] = place
+        self.weights = np.zeros((len(vectors), int(lengths.max(initial=0)) + 1))  # (V, W)
+        self.weights[holder, place] = np.fromiter(chain.from_iterable(map(dict.values, vectors)), np.float64, total)
+
+    def at(self, vector: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        return self.table[vector, self.compact[columns]]
 
 
 def csr_rows(vectors: list[dict[int, float]], dtype: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -47,16 +58,16 @@ def segments(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return offsets, np.repeat(np.arange(rows.size), stored)
 
 
-def sum_in_order(places: np.ndarray, weights: np.ndarray, vector: np.ndarray, count: int,
-                  owner: np.ndarray, columns: np.ndarray, values: np.ndarray) -> np.ndarray:
+def sum_in_order(places: Places, vector: np.ndarray, count: int,
+                 owner: np.ndarray, columns: np.ndarray, values: np.ndarray) -> np.ndarray:
     """For each of ``count`` products, sum over its vector's n-grams in that vector's order of vector weight x
     the stored value (0 where none is stored); ``vector`` (count,) names the vector of each product and
     ``owner``, ``columns``, ``values`` its stored entries. Left to right, as Python's sum adds."""
-    width = weights.shape[1]
+    width = places.weights.shape[1]
     terms = np.zeros((count, width))  # (C, W): the stored value of each of the vector's n-grams, in its order
-    terms.ravel()[owner * width + places[vector[owner], columns]] = values  # float32 -> float64 exactly
+    terms.ravel()[owner * width + places.at(vector[owner], columns)] = values  # float32 -> float64 exactly
     terms[:, 0] = 0.0  # place 0 took the stored n-grams the vector lacks
-    terms *= weights[vector]
+    terms *= places.weights[vector]
     return np.add.accumulate(terms, axis=1)[:, -1]  # accumulate: strictly left to right
 
 
