@@ -20,9 +20,7 @@ whose bound reaches the k-th best; the answer is the same as scoring every case,
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
-from operator import mul
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -30,7 +28,8 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from seq2seq.errors import CheckpointError
-from seq2seq.fast.cosines import CosineBounds, Places, csr_rows, segments, sum_in_order
+from seq2seq.fast.cosines import CosineBounds, Places, Rows, csr_rows, segments, sum_in_order
+from seq2seq.fast.tfidf import TfidfVectors
 from seq2seq.tokenizer import normalize
 
 STATE_VERSION = 1
@@ -39,7 +38,6 @@ BOUND_MIN_ALERTS = 1024  # distinct past alerts below which scoring them all is 
 BOUND_MIN_BATCH = 8  # alerts per call below which scoring them all is as fast
 SHORTLIST = 1  # cases scored exactly per alert beyond the k asked for, before the bound is checked (docs/trust.md)
 WIDER = 8  # an alert whose bound lets more than WIDER times its shortlist reach its k-th best is scored in full
-WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
 LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
 LONG_C = 0.3  # regularisation of long_answer's logistic regression (0.1 to 1 measured alike: docs/trust.md)
 
@@ -67,37 +65,6 @@ def _fitted(texts: list[str], max_df: float = 0.3) -> tuple[TfidfVectorizer, csr
         if max_df == 1.0:
             raise
         return _fitted(texts, 1.0)
-
-
-class _Vectors:
-    """A fitted TfidfVectorizer's ``transform`` of one text, as {n-gram column: weight}.
-
-    Written out because scikit-learn's and scipy's per-call checks cost several times the arithmetic
-    for one short alert; ``tests/test_trust.py`` holds it equal to ``transform``.
-    """
-
-    def __init__(self, vectorizer: TfidfVectorizer) -> None:
-        self.analyse, self.vocabulary = vectorizer.build_analyzer(), vectorizer.vocabulary_
-        self.idf = vectorizer.idf_.tolist()
-        self._columns: dict[str, list[int]] = {}  # word -> its known n-grams' columns, in the analyzer's order
-
-    def __call__(self, text: str) -> dict[int, float]:
-        """Sublinear tf times idf, of unit length; empty for a text with no known n-gram."""
-        # char_wb n-grams never cross a space, so a text's n-grams are its words' n-grams in turn, and
-        # alerts repeat their words: each word is analysed once (a third of a query's cost before).
-        columns: list[int] = []
-        for word in text.split():
-            known = self._columns.get(word)
-            if known is None:
-                if len(self._columns) >= WORD_CACHE:
-                    self._columns.clear()
-                known = self._columns[word] = [j for gram in self.analyse(word)
-                                               if (j := self.vocabulary.get(gram)) is not None]
-            columns += known
-        counts, idf = Counter(columns), self.idf
-        weights = [idf[j] if n == 1 else (1.0 + math.log(n)) * idf[j] for j, n in counts.items()]
-        norm = math.sqrt(sum(map(mul, weights, weights)))
-        return dict(zip(counts, [w / norm for w in weights], strict=True)) if norm > 0 else {}
 
 
 def _long_answers(rows: csr_matrix, actions: list[str]) -> tuple[np.ndarray, float]:
@@ -138,9 +105,9 @@ class CaseMemory:
             self._pairs_of[row].append(pair)
         self._bounds = CosineBounds(fitted, BOUND_HEAD) if self._distinct >= BOUND_MIN_ALERTS else None
         self._action_index, _ = _fitted(self.actions)
-        self.alert_vector, self.action_vector = _Vectors(self._alert_index), _Vectors(self._action_index)
+        self.alert_vector, self.action_vector = TfidfVectors(self._alert_index), TfidfVectors(self._action_index)
         self._action_vectors = [self.action_vector(action) for action in self.actions]
-        self._action_rows = csr_rows(self._action_vectors, np.float64)  # each in its vector's order
+        self._action_rows = csr_rows(self._action_vectors)
         self._action_grams = len(self._action_index.vocabulary_)
         self._past_action = dict(zip(self.actions, self._action_vectors, strict=True))  # a translator often
         # answers with an action taken before: its vector is then already here
@@ -165,11 +132,11 @@ class CaseMemory:
         except (KeyError, TypeError, ValueError) as err:
             raise CheckpointError(f"{where}: malformed ({err})") from None
 
-    def vectors(self, alerts: list[str]) -> list[dict[int, float]]:
+    def vectors(self, alerts: list[str]) -> Rows:
         """The alerts' TF-IDF vectors, which ``nearest`` and ``long_answer`` take instead of building them again."""
-        return [self.alert_vector(normalize(alert)) for alert in alerts]
+        return self.alert_vector.rows([normalize(alert) for alert in alerts])
 
-    def nearest(self, alerts: list[str], k: int, vectors: list[dict[int, float]] | None = None) -> list[list[Case]]:
+    def nearest(self, alerts: list[str], k: int, vectors: Rows | None = None) -> list[list[Case]]:
         """The ``k`` most similar past cases of each alert, most similar first (ties in memory order)."""
         if not alerts or k < 1:
             return [[] for _ in alerts]
@@ -178,8 +145,8 @@ class CaseMemory:
         # A few alerts are scanned in full: the bounds' fixed cost per call outweighs what they save.
         bounded = self._bounds is not None and len(queries) >= BOUND_MIN_BATCH
         found = self._shortlisted(queries, k) if bounded else [None] * len(queries)
-        return [cases if cases is not None else self._ranked(self._similarity(query), k)
-                for query, cases in zip(queries, found, strict=True)]
+        return [cases if cases is not None else self._ranked(self._similarity(queries.row(b)), k)
+                for b, cases in enumerate(found)]
 
     def _ranked(self, similarity: np.ndarray, k: int) -> list[Case]:
         """The ``k`` best cases by ``similarity`` to each distinct alert (U,), ties in memory order."""
@@ -191,7 +158,7 @@ class CaseMemory:
         best = top[np.lexsort((top, -similarity[top]))][:k]  # most similar first, ties by memory order
         return [Case(self.alerts[j], self.actions[j], float(similarity[j])) for j in best.tolist()]
 
-    def _shortlisted(self, queries: list[dict[int, float]], k: int) -> list[list[Case] | None]:
+    def _shortlisted(self, queries: Rows, k: int) -> list[list[Case] | None]:
         """``nearest`` from the cases whose bound reaches the k-th best exact cosine among the k + SHORTLIST
         of highest bound, for each query where they are few; None for the rest, and an empty query."""
         bounds = self._bounds(queries)  # (B, U)
@@ -202,13 +169,14 @@ class CaseMemory:
         by = np.argsort(-cosines, axis=1, kind="stable")
         short, cosines = np.take_along_axis(short, by, 1), np.take_along_axis(cosines, by, 1)
         found: list[list[Case] | None] = []
-        for b, (query, alerts, row) in enumerate(zip(queries, short.tolist(), cosines.tolist(), strict=True)):
+        empty = (np.diff(queries.indptr) == 0).tolist()
+        for b, (alerts, row) in enumerate(zip(short.tolist(), cosines.tolist(), strict=True)):
             ranked = self._ranked_among(alerts, row, k)
-            kth = ranked[-1].similarity if query and len(ranked) == k else 0.0
+            kth = ranked[-1].similarity if not empty[b] and len(ranked) == k else 0.0
             if kth > 0 and kth <= beyond[b]:  # cases beyond the shortlist may reach it: score them all
                 wider = np.flatnonzero(bounds[b] >= kth)
                 if wider.size <= WIDER * n:
-                    row = self._exact([query], wider[None])[0]
+                    row = self._exact(queries.row(b), wider[None])[0]
                     by = np.argsort(-row, kind="stable")
                     ranked = self._ranked_among(wider[by].tolist(), row[by].tolist(), k)
                 else:
@@ -231,7 +199,7 @@ class CaseMemory:
         chosen.sort()
         return [Case(self.alerts[j], self.actions[j], -negative) for negative, j in chosen[:k]]
 
-    def _exact(self, queries: list[dict[int, float]], alerts: np.ndarray) -> np.ndarray:
+    def _exact(self, queries: Rows, alerts: np.ndarray) -> np.ndarray:
         """Cosines (B, n) of each query with its ``alerts`` (B, n), summed one n-gram after another in the
         query's order, as ``_similarity`` sums them, so that both give the same bits; clipped to [0, 1] as
         ``_ranked`` clips them."""
@@ -240,12 +208,11 @@ class CaseMemory:
                                alerts.size, owner, self._rows.indices[offsets], self._rows.data[offsets])
         return np.minimum(np.maximum(cosines, 0.0), 1.0).reshape(alerts.shape)  # np.clip is slower
 
-    def _similarity(self, query: dict[int, float]) -> np.ndarray:
-        """Cosine of ``query`` with each distinct alert, (U,): the postings of its n-grams, summed."""
+    def _similarity(self, query: Rows) -> np.ndarray:
+        """Cosine of one ``query`` with each distinct alert, (U,): the postings of its n-grams, summed in its order."""
         indptr, indices, data = self._postings
-        offsets, gram = segments(indptr, np.fromiter(query, dtype=np.int64, count=len(query)))
-        weights = np.fromiter(query.values(), dtype=np.float64, count=len(query))[gram]
-        return np.bincount(indices[offsets], weights=data[offsets] * weights, minlength=self._distinct)
+        offsets, gram = segments(indptr, query.columns)
+        return np.bincount(indices[offsets], weights=data[offsets] * query.values[gram], minlength=self._distinct)
 
     def agreement(self, actions: list[str], cases: list[list[Case]]) -> list[float]:
         """``agreement_and_consensus``'s agreement alone."""
@@ -270,14 +237,14 @@ class CaseMemory:
                                                              *(found[1:] for found in cases)])
         return both[:len(actions or [])], both[len(actions or []):]
 
-    def long_answer(self, alerts: list[str], vectors: list[dict[int, float]] | None = None) -> list[float]:
+    def long_answer(self, alerts: list[str], vectors: Rows | None = None) -> list[float]:
         """For each alert, the probability in [0, 1] that the history answered alerts like it at length
         (an action among its longest tenth), from the alert's n-grams. Such actions are narratives
         (MaintNet cuts them at 55 characters, mid-word) that no model words alike, so an answer to
         such an alert is likely off, however sure the model is."""
-        indptr, columns, values = csr_rows(self.vectors(alerts) if vectors is None else vectors, np.float64)
-        owner = np.repeat(np.arange(len(alerts)), np.diff(indptr))
-        logits = np.bincount(owner, weights=self._long_weights[columns] * values, minlength=len(alerts))
+        rows = self.vectors(alerts) if vectors is None else vectors
+        owner = np.repeat(np.arange(len(alerts)), np.diff(rows.indptr))
+        logits = np.bincount(owner, weights=self._long_weights[rows.columns] * rows.values, minlength=len(alerts))
         with np.errstate(over="ignore"):  # a one-class memory's bias is infinite: probability 0 or 1
             return (1.0 / (1.0 + np.exp(-(logits + self._long_bias)))).tolist()
 
@@ -288,9 +255,9 @@ class CaseMemory:
         pairs = np.array([self._index[case.alert, case.action] for found in cases for case in found], dtype=np.int64)
         counts = np.fromiter(map(len, cases), np.int64, len(cases))
         vector = np.repeat(np.array(which, dtype=np.int64), counts)  # (P,): the vector of each product
-        indptr, columns, values = self._action_rows
+        indptr, columns, values = self._action_rows.indptr, self._action_rows.columns, self._action_rows.values
         offsets, owner = segments(indptr, pairs)
-        places = Places(vectors, self._action_grams)
+        places = Places(csr_rows(vectors), self._action_grams)
         # A case's action shorter than the vector: its own n-grams, in its order, times the vector's weights.
         theirs = places.weights[vector[owner], places.at(vector[owner], columns[offsets])]
         by_case = np.bincount(owner, weights=values[offsets] * theirs, minlength=pairs.size)

@@ -16,6 +16,8 @@ from seq2seq import memory as memory_module
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.errors import CheckpointError
 from seq2seq.fast import cosines as cosines_module
+from seq2seq.fast import tfidf as tfidf_module
+from seq2seq.fast.cosines import csr_rows
 from seq2seq.memory import Case, CaseMemory
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import normalize
@@ -85,6 +87,18 @@ def test_fast_query_vectors_equal_scikit_learns_transform(memory):
         np.testing.assert_allclose(dense, row, atol=1e-6)
 
 
+TEXTS = st.lists(st.sampled_from([*" ".join(ALERTS).split(), "☃", "sink", "pumppump"]), max_size=9).map(" ".join)
+
+
+@given(st.lists(TEXTS, max_size=3 * tfidf_module.ROWS_MIN_BATCH))  # repeated words and n-grams, unknown ones,
+# empty texts and batches, batches built one dict at a time and as arrays
+@settings(max_examples=60)
+def test_a_batchs_vectors_are_its_texts_vectors_to_the_bit(memory, texts):
+    rows, one_by_one = memory.alert_vector.rows(texts), csr_rows([memory.alert_vector(text) for text in texts])
+    for name in ("indptr", "columns", "values"):  # the same n-grams, in the same order, with the same bits
+        assert np.array_equal(getattr(rows, name), getattr(one_by_one, name))
+
+
 WORDS = [
     "pump", "valve", "motor", "fan", "bearing", "seal", "leak", "leaking", "high", "low", "temp", "pressure",
     "vibration", "oil", "fuel", "hyd", "filter", "crack", "cyl", "#3", "l/h", "r/h", "engine", "gear",
@@ -112,7 +126,8 @@ def large_memory() -> CaseMemory:
 
 
 def full_scan(memory: CaseMemory, alerts: list[str], k: int) -> list[list[Case]]:
-    return [memory._ranked(memory._similarity(memory.alert_vector(normalize(alert))), k) for alert in alerts]
+    return [memory._ranked(memory._similarity(csr_rows([memory.alert_vector(normalize(alert))])), k)
+            for alert in alerts]
 
 
 def test_a_batch_searched_through_the_bounds_finds_what_scoring_every_case_finds_to_the_bit(large_memory):
@@ -121,8 +136,7 @@ def test_a_batch_searched_through_the_bounds_finds_what_scoring_every_case_finds
               *(" ".join(rng.choice(WORDS, rng.integers(1, 5), replace=False)) for _ in range(60)),
               *(alert.replace("e", "3") for alert in large_memory.alerts[5:300:29]),  # misspelled
               "kitchen sink drain blocked", "", "☃", "zzzz qqqq"]
-    queries = [large_memory.alert_vector(normalize(alert)) for alert in alerts]
-    settled = sum(found is not None for found in large_memory._shortlisted(queries, 3))
+    settled = sum(found is not None for found in large_memory._shortlisted(large_memory.vectors(alerts), 3))
     assert len(alerts) / 4 < settled < len(alerts)  # both paths: the batch's bounds, and scoring every case
     vague = [word[:2] for word in WORDS]  # a batch whose every alert is like too many cases to score a few
     for k in (1, 3, 8):
@@ -135,8 +149,8 @@ def test_a_batch_searched_through_the_bounds_finds_what_scoring_every_case_finds
 def test_bounds_are_never_below_the_exact_cosines_and_nearly_equal_them(large_memory, words):
     query = large_memory.alert_vector(" ".join(words))
     if query:  # the bounds with the slack they are built with outside the fixture
-        bounds = large_memory._bounds([query])[0] - large_memory._bounds.slack + cosines_module.BOUND_SLACK
-        exact = large_memory._similarity(query)
+        bounds = large_memory._bounds(csr_rows([query]))[0] - large_memory._bounds.slack + cosines_module.BOUND_SLACK
+        exact = large_memory._similarity(csr_rows([query]))
         assert (bounds >= exact).all() and (bounds <= exact + 2 * cosines_module.BOUND_SLACK).all()
 
 
@@ -169,7 +183,7 @@ def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memor
 def test_query_vectors_are_the_same_when_the_word_cache_starts_again(memory, monkeypatch):
     texts = [*ALERTS, "pump pump vibration", "valve leaking pump"]
     before = [memory.alert_vector(text) for text in texts]
-    monkeypatch.setattr(memory_module, "WORD_CACHE", 2)
+    monkeypatch.setattr(tfidf_module, "WORD_CACHE", 2)
     assert [memory.alert_vector(text) for text in texts] == before
 
 

@@ -2,13 +2,14 @@
 cosines at once (``CosineBounds``), and exact sums over chosen pairs in a stated order (``Places``, ``sum_in_order``).
 ``seq2seq.memory`` uses them to find a batch's nearest past cases without scoring every case.
 
-A vector here is a {column: weight} dict; its order is the dict's, and a sum "in its order" adds the
-terms left to right as Python's ``sum`` over the dict would, so that results equal the dict loops they
-replace to the last bit (tests/test_trust.py).
+A vector here is a {column: weight} dict or a row of ``Rows``; its order is the dict's (the row's), and a
+sum "in its order" adds the terms left to right as Python's ``sum`` over the dict would, so that results
+equal the dict loops they replace to the last bit (tests/test_trust.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
@@ -18,37 +19,52 @@ from scipy.sparse import csr_matrix
 BOUND_SLACK = 1e-4  # added to each bound: the float32 sums' rounding (about 1e-5) stays far inside
 
 
+@dataclass(frozen=True)
+class Rows:
+    """Vectors as CSR rows, each in its vector's order (not sorted by column)."""
+
+    indptr: np.ndarray  # (V + 1,)
+    columns: np.ndarray  # (E,)
+    values: np.ndarray  # (E,)
+
+    def __len__(self) -> int:
+        return len(self.indptr) - 1
+
+    def row(self, v: int) -> Rows:
+        """Vector v alone."""
+        start, end = self.indptr[v], self.indptr[v + 1]
+        return Rows(np.array([0, end - start]), self.columns[start:end], self.values[start:end])
+
+
+def csr_rows(vectors: list[dict[int, float]]) -> Rows:
+    """{column: weight} dicts as rows, float64."""
+    lengths = [len(vector) for vector in vectors]
+    return Rows(np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
+                np.fromiter(chain.from_iterable(vectors), np.int64, sum(lengths)),
+                np.fromiter(chain.from_iterable(map(dict.values, vectors)), np.float64, sum(lengths)))
+
+
 class Places:
     """Where each n-gram stands in each of some vectors: ``at(v, j)`` is 1 + j's place in vector v's order,
     0 where v lacks j; ``weights`` (V, W) by place, column 0 zero, so that weights[v, at(v, j)] is v's
     weight of j. Only the n-grams some vector holds get a column (B x F would mostly be zeros to write)."""
 
-    def __init__(self, vectors: list[dict[int, float]], grams: int) -> None:
-        lengths = np.fromiter(map(len, vectors), np.int64, len(vectors))
-        total = int(lengths.sum())
+    def __init__(self, vectors: Rows, grams: int) -> None:
+        lengths = np.diff(vectors.indptr)
         holder = np.repeat(np.arange(len(vectors)), lengths)
-        place = np.arange(1, total + 1) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        columns = np.fromiter(chain.from_iterable(vectors), np.int64, total)
+        place = np.arange(1, len(holder) + 1) - np.repeat(vectors.indptr[:-1], lengths)
         held = np.zeros(grams, dtype=bool)
-        held[columns] = True
+        held[vectors.columns] = True
         union = np.flatnonzero(held)
         self.compact = np.full(grams, len(union))  # (F,) n-gram -> its column here; the last, all 0, if none holds it
         self.compact[union] = np.arange(len(union))
         self.table = np.zeros((len(vectors), len(union) + 1), dtype=np.int32)  # (V, held n-grams + 1)
-        self.table[holder, self.compact[columns]] = place
+        self.table[holder, self.compact[vectors.columns]] = place
         self.weights = np.zeros((len(vectors), int(lengths.max(initial=0)) + 1))  # (V, W)
-        self.weights[holder, place] = np.fromiter(chain.from_iterable(map(dict.values, vectors)), np.float64, total)
+        self.weights[holder, place] = vectors.values
 
     def at(self, vector: np.ndarray, columns: np.ndarray) -> np.ndarray:
         return self.table[vector, self.compact[columns]]
-
-
-def csr_rows(vectors: list[dict[int, float]], dtype: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Vectors as CSR rows (indptr, columns, values), each row in its vector's order (not sorted by column)."""
-    lengths = [len(vector) for vector in vectors]
-    return (np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
-            np.fromiter(chain.from_iterable(vectors), np.int64, sum(lengths)),
-            np.fromiter(chain.from_iterable(map(dict.values, vectors)), dtype, sum(lengths)))
 
 
 def segments(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,9 +110,9 @@ class CosineBounds:
         self.tail = tail  # (F, U): the postings of the tail n-grams, the head's left empty
         self.slack = BOUND_SLACK
 
-    def __call__(self, queries: list[dict[int, float]]) -> np.ndarray:
-        """Query vectors ({column: weight}) -> bounds (B, U), each at least the exact cosine."""
-        indptr, columns, values = csr_rows(queries, np.float32)
+    def __call__(self, queries: Rows) -> np.ndarray:
+        """Query vectors -> bounds (B, U), each at least the exact cosine."""
+        indptr, columns, values = queries.indptr, queries.columns, queries.values.astype(np.float32)
         owner = np.repeat(np.arange(len(queries)), np.diff(indptr))
         place = self.place[columns]
         in_head = place >= 0

@@ -1,0 +1,76 @@
+"""A fitted TfidfVectorizer's ``transform``, written out: for one text as {n-gram column: weight}
+(``TfidfVectors.__call__``), and for a batch of texts as rows of arrays (``TfidfVectors.rows``).
+
+scikit-learn's and scipy's per-call checks cost several times the arithmetic for one short alert, and
+building one dict per alert costs a batch most of its look-up; ``tests/test_trust.py`` holds both equal
+to ``transform``, and the rows equal to the dicts to the last bit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from operator import mul
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from seq2seq.fast.cosines import Rows, csr_rows
+
+WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
+ROWS_MIN_BATCH = 8  # texts per call below which one dict each is faster (NumPy's fixed cost per call)
+
+
+class TfidfVectors:
+    """Sublinear tf times idf, of unit length, for the n-grams a fitted vectorizer knows."""
+
+    def __init__(self, vectorizer: TfidfVectorizer) -> None:
+        self.analyse, self.vocabulary = vectorizer.build_analyzer(), vectorizer.vocabulary_
+        self.idf = vectorizer.idf_.tolist()
+        self._idf = np.asarray(vectorizer.idf_, dtype=np.float64)
+        self.grams = len(self.vocabulary)
+        self._columns: dict[str, list[int]] = {}  # word -> its known n-grams' columns, in the analyzer's order
+
+    def columns(self, text: str) -> list[int]:
+        """The text's known n-grams' columns, in the analyzer's order, repeats included."""
+        # char_wb n-grams never cross a space, so a text's n-grams are its words' n-grams in turn, and
+        # alerts repeat their words: each word is analysed once (a third of a query's cost before).
+        columns: list[int] = []
+        for word in text.split():
+            known = self._columns.get(word)
+            if known is None:
+                if len(self._columns) >= WORD_CACHE:
+                    self._columns.clear()
+                known = self._columns[word] = [j for gram in self.analyse(word)
+                                               if (j := self.vocabulary.get(gram)) is not None]
+            columns += known
+        return columns
+
+    def __call__(self, text: str) -> dict[int, float]:
+        """The text's vector, its n-grams in the order first met; empty for a text with no known n-gram."""
+        counts, idf = Counter(self.columns(text)), self.idf
+        weights = [idf[j] if n == 1 else (1.0 + math.log(n)) * idf[j] for j, n in counts.items()]
+        norm = math.sqrt(sum(map(mul, weights, weights)))
+        return dict(zip(counts, [w / norm for w in weights], strict=True)) if norm > 0 else {}
+
+    def rows(self, texts: list[str]) -> Rows:
+        """The texts' vectors as rows, the same numbers in the same order as ``__call__``'s dicts."""
+        if len(texts) < ROWS_MIN_BATCH:
+            return csr_rows([self(text) for text in texts])
+        per_text = [self.columns(text) for text in texts]
+        lengths = np.fromiter(map(len, per_text), np.int64, len(texts))
+        columns = np.fromiter((j for found in per_text for j in found), np.int64, int(lengths.sum()))
+        owner = np.repeat(np.arange(len(texts)), lengths)
+        # Each (text, n-gram) once, in the order first met, with its count: Counter's order and counts.
+        keys, first, counts = np.unique(owner * self.grams + columns, return_index=True, return_counts=True)
+        order = np.argsort(first, kind="stable")
+        keys, counts = keys[order], counts[order]
+        owner, columns = keys // self.grams, keys % self.grams
+        seen, where = np.unique(counts, return_inverse=True)  # 1 + log(n) by math.log, as __call__ has it
+        weights = np.array([1.0 + math.log(n) for n in seen.tolist()])[where] * self._idf[columns]
+        lengths = np.bincount(owner, minlength=len(texts))
+        place = np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        squares = np.zeros((len(texts), int(lengths.max(initial=0)) + 1))
+        squares[owner, place + 1] = weights * weights
+        norms = np.sqrt(np.add.accumulate(squares, axis=1)[:, -1])  # left to right, as Python's sum adds
+        return Rows(np.concatenate(([0], np.cumsum(lengths))), columns, weights / norms[owner])
