@@ -143,22 +143,31 @@ class Recommender:
 
     def _recommend(self, alerts: list[str], config: SearchConfig | None, batch_size: int,
                    similar: int) -> list[Recommendation]:
-        answers = self._answer(alerts, config, batch_size)
-        judged = self._judge([r for r in answers if r.candidates], similar)
-        return [next(judged) if r.candidates else r for r in answers]
+        return self._answer(alerts, config, batch_size, similar)
 
-    def _answer(self, alerts: list[str], config: SearchConfig | None, batch_size: int) -> list[Recommendation]:
-        """Decoded recommendations in input order, not yet judged (no candidates for an unanswered alert)."""
+    def _answer(self, alerts: list[str], config: SearchConfig | None, batch_size: int,
+                similar: int | None = None) -> list[Recommendation]:
+        """Decoded recommendations in input order (no candidates for an unanswered alert), judged with
+        ``similar`` past cases unless None. Each batch is judged by the worker that decoded it, while
+        the others decode: a file job's look-up then runs beside the decoding, not after it."""
         config = config or self.search
         encoded = [self.encode(alert) for alert in alerts]
         results: list[Recommendation | None] = [None] * len(alerts)
         order = sorted((i for i, (ids, _, _) in enumerate(encoded) if ids), key=lambda i: len(encoded[i][0]))
         chunks = [order[start: start + batch_size] for start in range(0, len(order), batch_size)]
-        decoded = self._decode_batches([[encoded[i][0] for i in chunk] for chunk in chunks], config)
-        for chunk, hypotheses in zip(chunks, decoded, strict=True):
-            for i, hyps in zip(chunk, hypotheses, strict=True):
-                _ids, pieces, warning = encoded[i]
-                results[i] = Recommendation(alerts[i], pieces, [self._candidate(h) for h in hyps], warning)
+
+        def finish(chunk: list[int], hypotheses: list[list[Hypothesis]]) -> list[Recommendation]:
+            answers = [Recommendation(alerts[i], encoded[i][1], [self._candidate(h) for h in hyps], encoded[i][2])
+                       for i, hyps in zip(chunk, hypotheses, strict=True)]
+            if similar is None:
+                return answers
+            judged = self._judge([r for r in answers if r.candidates], similar)
+            return [next(judged) if r.candidates else r for r in answers]
+
+        batches = [[encoded[i][0] for i in chunk] for chunk in chunks]
+        for chunk, answers in zip(chunks, self._decode_batches(chunks, batches, config, finish), strict=True):
+            for i, answer in zip(chunk, answers, strict=True):
+                results[i] = answer
         return [result or Recommendation(alert, [], [], encoded[i][2])
                 for i, (alert, result) in enumerate(zip(alerts, results, strict=True))]
 
@@ -195,14 +204,18 @@ class Recommender:
         """Best recommendation text per alert ("" for an empty alert); no trust or past cases are looked up."""
         return once_each(alerts, lambda distinct: [r.text for r in self._answer(distinct, config, batch_size)])
 
-    def _decode_batches(self, batches: list[list[list[int]]], config: SearchConfig) -> Iterator[list[list[Hypothesis]]]:
-        """Hypotheses of each batch, in order; with several workers the batches are decoded in threads."""
-        decode = partial(self._search, config=config)
+    def _decode_batches(self, chunks: list[list[int]], batches: list[list[list[int]]], config: SearchConfig,
+                        finish: Callable[[list[int], list[list[Hypothesis]]], list[Recommendation]],
+                        ) -> Iterator[list[Recommendation]]:
+        """``finish(chunk, its batch's hypotheses)`` for each batch, in order; with several workers the
+        batches are decoded and finished in threads."""
+        def decode(chunk: list[int], batch: list[list[int]]) -> list[Recommendation]:
+            return finish(chunk, self._search(batch, config))
         if self.workers == 1 or len(batches) < 2:
-            yield from map(decode, batches)
+            yield from map(decode, chunks, batches)
             return
         with ThreadPoolExecutor(self.workers) as pool:
-            yield from pool.map(decode, batches)
+            yield from pool.map(decode, chunks, batches)
 
     @torch.inference_mode()
     def _search(self, id_lists: list[list[int]], config: SearchConfig) -> list[list[Hypothesis]]:

@@ -44,20 +44,24 @@ def test_batches_decoded_by_several_workers_give_exactly_the_results_of_one(reco
     config = SearchConfig(beam_size=beam_size, n_best=beam_size)
     alerts = [f"{alert} unit {k}" for k in range(3) for alert in ALERTS]  # 27 distinct: a repeat is answered once
     expected = recommender.recommend(alerts, config, batch_size=2)
-    threaded = Recommender(recommender.model, recommender.tokenizer, workers=3)
+    threaded = Recommender(recommender.model, recommender.tokenizer, workers=3, memory=recommender.memory,
+                           trust=recommender.trust_model)
     got = threaded.recommend(alerts, config, batch_size=2)  # 14 batches over 3 threads
     assert [[(c.text, c.score) for c in r.candidates] for r in got] == \
            [[(c.text, c.score) for c in r.candidates] for r in expected]
     assert all(torch.equal(a.candidates[0].attention, b.candidates[0].attention)
                for a, b in zip(got, expected, strict=True) if a.candidates)
+    # each batch judged by the thread that decoded it: the same trust, verdicts and past cases
+    assert [(r.trust, r.verdict, r.similar) for r in got] == [(r.trust, r.verdict, r.similar) for r in expected]
+    assert threaded.memory is not None and all(r.similar for r in got if r.candidates)
 
 
 def test_an_alert_repeated_in_a_call_is_decoded_once_and_answered_wherever_it_stands(recommender, monkeypatch):
     decoded, decode = [], recommender._decode_batches
 
-    def counting(batches, config):  # the alerts (piece ids) decoded, batch by batch
+    def counting(chunks, batches, config, finish):  # the alerts (piece ids) decoded, batch by batch
         decoded.extend(ids for batch in batches for ids in batch)
-        return decode(batches, config)
+        return decode(chunks, batches, config, finish)
     monkeypatch.setattr(recommender, "_decode_batches", counting)
     repeated = [alert for alert in ALERTS for _ in range(3)]
     got = recommender.recommend(repeated)
