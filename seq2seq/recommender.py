@@ -139,11 +139,7 @@ class Recommender:
         (``seq2seq.fast.threads.one_core_workers``, as ``seq2seq translate`` runs it): one
         multi-core thread leaves the other cores idle between small operations (docs/benchmarks.md).
         """
-        return once_each(alerts, partial(self._recommend, config=config, batch_size=batch_size, similar=similar))
-
-    def _recommend(self, alerts: list[str], config: SearchConfig | None, batch_size: int,
-                   similar: int) -> list[Recommendation]:
-        return self._answer(alerts, config, batch_size, similar)
+        return once_each(alerts, partial(self._answer, config=config, batch_size=batch_size, similar=similar))
 
     def _answer(self, alerts: list[str], config: SearchConfig | None, batch_size: int,
                 similar: int | None = None) -> list[Recommendation]:
