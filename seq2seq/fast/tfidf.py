@@ -1,9 +1,9 @@
 """A fitted TfidfVectorizer's ``transform``, written out: for one text as {n-gram column: weight}
 (``TfidfVectors.__call__``), and for a batch of texts as rows of arrays (``TfidfVectors.rows``).
 
-scikit-learn's and scipy's per-call checks cost several times the arithmetic for one short alert, and
-building one dict per alert costs a batch most of its look-up; ``tests/test_trust.py`` holds both equal
-to ``transform``, and the rows equal to the dicts to the last bit.
+scikit-learn's and scipy's per-call checks cost several times the arithmetic for one short alert, and a
+batch's vectors are cheaper built as arrays at once than as one dict per alert read back by NumPy;
+``tests/test_trust.py`` holds both equal to ``transform``, and the rows equal to the dicts to the last bit.
 """
 
 from __future__ import annotations
