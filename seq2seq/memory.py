@@ -78,6 +78,14 @@ def _long_answers(rows: csr_matrix, actions: list[str]) -> tuple[np.ndarray, flo
     return regression.coef_[0].astype(np.float64), float(regression.intercept_[0])
 
 
+def _dot(vector: dict[int, float], other: dict[int, float]) -> float:
+    """Summed over the shorter vector's n-grams in its order (``vector``'s when as long), as
+    ``CaseMemory._agreements`` sums its products."""
+    if len(other) < len(vector):
+        vector, other = other, vector
+    return sum(w * other.get(j, 0.0) for j, w in vector.items())
+
+
 class CaseMemory:
     """Distinct (alert, action) pairs in first-seen order, indexed on both sides."""
 
@@ -233,8 +241,12 @@ class CaseMemory:
         firsts = [self._action_vectors[self._index[found[0].alert, found[0].action]] if found else {}
                   for found in cases]
         which = [*(answers[action] for action in actions or []), *range(len(vectors), len(vectors) + len(cases))]
-        both = self._agreements([*vectors, *firsts], which, [*(cases if actions is not None else []),
-                                                             *(found[1:] for found in cases)])
+        vectors = [*vectors, *firsts]
+        theirs = [*(cases if actions is not None else []), *(found[1:] for found in cases)]
+        # A few alerts (the UI's one) are faster as plain dict loops than as the arrays' fixed cost per call.
+        both = (self._agreements(vectors, which, theirs) if len(cases) >= BOUND_MIN_BATCH else
+                [min(1.0, max((_dot(vectors[v], self._action_vectors[self._index[c.alert, c.action]]) for c in found),
+                              default=0.0)) for v, found in zip(which, theirs, strict=True)])
         return both[:len(actions or [])], both[len(actions or []):]
 
     def long_answer(self, alerts: list[str], vectors: Rows | None = None) -> list[float]:

@@ -177,6 +177,9 @@ def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memor
                  for found in cases]
     assert large_memory.consensus(cases) == consensus
     assert large_memory.agreement_and_consensus(answers, cases) == (expected, consensus)  # in one pass
+    assert len(cases) >= memory_module.BOUND_MIN_BATCH  # the arrays above; one alert at a time, dict loops:
+    assert [large_memory.agreement_and_consensus([a], [c]) for a, c in zip(answers, cases, strict=True)] == \
+           [([e], [n]) for e, n in zip(expected, consensus, strict=True)]
     assert large_memory.agreement([], []) == [] and large_memory.consensus([[], cases[0][:1]]) == [0.0, 0.0]
 
 
