@@ -35,7 +35,8 @@ from seq2seq.tokenizer import normalize
 STATE_VERSION = 1
 BOUND_HEAD = 256  # n-grams held by most past alerts, bounded as one dense product (docs/trust.md: 128 to 512)
 BOUND_MIN_ALERTS = 1024  # distinct past alerts below which scoring them all is as fast
-BOUND_MIN_BATCH = 8  # alerts per call below which scoring them all is as fast
+BOUND_MIN_BATCH = 8  # alerts per call below which arrays' fixed cost outweighs them: every case is scored, and
+# agreement and consensus are summed in dict loops
 SHORTLIST = 1  # cases scored exactly per alert beyond the k asked for, before the bound is checked (docs/trust.md)
 WIDER = 8  # an alert whose bound lets more than WIDER times its shortlist reach its k-th best is scored in full
 LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
@@ -116,7 +117,6 @@ class CaseMemory:
         self.alert_vector, self.action_vector = TfidfVectors(self._alert_index), TfidfVectors(self._action_index)
         self._action_vectors = [self.action_vector(action) for action in self.actions]
         self._action_rows = csr_rows(self._action_vectors)
-        self._action_grams = len(self._action_index.vocabulary_)
         self._past_action = dict(zip(self.actions, self._action_vectors, strict=True))  # a translator often
         # answers with an action taken before: its vector is then already here
         self._index = {pair: i for i, pair in enumerate(zip(self.alerts, self.actions, strict=True))}
@@ -269,7 +269,7 @@ class CaseMemory:
         vector = np.repeat(np.array(which, dtype=np.int64), counts)  # (P,): the vector of each product
         indptr, columns, values = self._action_rows.indptr, self._action_rows.columns, self._action_rows.values
         offsets, owner = segments(indptr, pairs)
-        places = Places(csr_rows(vectors), self._action_grams)
+        places = Places(csr_rows(vectors), self.action_vector.grams)
         # A case's action shorter than the vector: its own n-grams, in its order, times the vector's weights.
         theirs = places.weights[vector[owner], places.at(vector[owner], columns[offsets])]
         by_case = np.bincount(owner, weights=values[offsets] * theirs, minlength=pairs.size)
