@@ -28,7 +28,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from seq2seq.errors import CheckpointError
-from seq2seq.fast.cosines import CosineBounds, Places, Rows, csr_rows, segments, sum_in_order
+from seq2seq.fast.cosines import CosineBounds, Places, Rows, largest, segments, sum_in_order
 from seq2seq.fast.tfidf import TfidfVectors
 from seq2seq.tokenizer import normalize
 
@@ -37,8 +37,10 @@ BOUND_HEAD = 256  # n-grams held by most past alerts, bounded as one dense produ
 BOUND_MIN_ALERTS = 1024  # distinct past alerts below which scoring them all is as fast
 BOUND_MIN_BATCH = 8  # alerts per call below which arrays' fixed cost outweighs them: every case is scored, and
 # agreement and consensus are summed in dict loops
+BOUND_ALONE = 16_384  # distinct past alerts from which even one alert is found faster through the bounds
 SHORTLIST = 1  # cases scored exactly per alert beyond the k asked for, before the bound is checked (docs/trust.md)
 WIDER = 8  # an alert whose bound lets more than WIDER times its shortlist reach its k-th best is scored in full
+PAST_VECTORS = 4096  # past actions kept as dicts for the dict loops (common actions recur in every shift)
 LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
 LONG_C = 0.3  # regularisation of long_answer's logistic regression (0.1 to 1 measured alike: docs/trust.md)
 
@@ -115,11 +117,11 @@ class CaseMemory:
         self._bounds = CosineBounds(fitted, BOUND_HEAD) if self._distinct >= BOUND_MIN_ALERTS else None
         self._action_index, _ = _fitted(self.actions)
         self.alert_vector, self.action_vector = TfidfVectors(self._alert_index), TfidfVectors(self._action_index)
-        self._action_vectors = [self.action_vector(action) for action in self.actions]
-        self._action_rows = csr_rows(self._action_vectors)
-        self._past_action = dict(zip(self.actions, self._action_vectors, strict=True))  # a translator often
-        # answers with an action taken before: its vector is then already here
-        self._index = {pair: i for i, pair in enumerate(zip(self.alerts, self.actions, strict=True))}
+        # Each distinct action's vector once, as rows (a dict per pair took 3 kB each): a case's action,
+        # and often a translator's answer, is one of them.
+        self._action_number = {action: a for a, action in enumerate(dict.fromkeys(self.actions))}
+        self._action_rows = self.action_vector.rows(list(self._action_number))  # (A, F') in the dicts' order
+        self._past_dicts: dict[int, dict[int, float]] = {}  # past actions met by the dict loops
         self._long_weights, self._long_bias = _long_answers(fitted[self._alert_row], self.actions)
 
     def __len__(self) -> int:
@@ -150,8 +152,9 @@ class CaseMemory:
             return [[] for _ in alerts]
         k = min(k, len(self))
         queries = self.vectors(alerts) if vectors is None else vectors
-        # A few alerts are scanned in full: the bounds' fixed cost per call outweighs what they save.
-        bounded = self._bounds is not None and len(queries) >= BOUND_MIN_BATCH
+        # A few alerts are scanned in full, unless the memory is large: the bounds' fixed cost per call
+        # outweighs what they save.
+        bounded = self._bounds is not None and (len(queries) >= BOUND_MIN_BATCH or self._distinct >= BOUND_ALONE)
         found = self._shortlisted(queries, k) if bounded else [None] * len(queries)
         return [cases if cases is not None else self._ranked(self._similarity(queries.row(b)), k)
                 for b, cases in enumerate(found)]
@@ -171,8 +174,7 @@ class CaseMemory:
         of highest bound, for each query where they are few; None for the rest, and an empty query."""
         bounds = self._bounds(queries)  # (B, U)
         n = min(k + SHORTLIST, self._distinct - 1)
-        order = np.argpartition(bounds, self._distinct - n - 1, axis=1)  # the n largest last
-        short, beyond = order[:, -n:], bounds[np.arange(len(queries)), order[:, -n - 1]]  # (B, n), (B,)
+        short, beyond = largest(bounds, n)  # (B, n), (B,)
         cosines = self._exact(queries, short)  # (B, n)
         by = np.argsort(-cosines, axis=1, kind="stable")
         short, cosines = np.take_along_axis(short, by, 1), np.take_along_axis(cosines, by, 1)
@@ -237,17 +239,33 @@ class CaseMemory:
         first case's action agrees with the others' (the agreement of the past with itself; 0 with fewer
         than two cases). Both from one pass over the cases' actions."""
         answers = {action: i for i, action in enumerate(dict.fromkeys(actions or []))}  # answers repeat
-        vectors = [self._past_action.get(text) or self.action_vector(text) for text in map(normalize, answers)]
-        firsts = [self._action_vectors[self._index[found[0].alert, found[0].action]] if found else {}
-                  for found in cases]
-        which = [*(answers[action] for action in actions or []), *range(len(vectors), len(vectors) + len(cases))]
-        vectors = [*vectors, *firsts]
+        texts = [*map(normalize, answers), *(found[0].action if found else "" for found in cases)]  # then firsts
+        which = [*(answers[action] for action in actions or []), *range(len(answers), len(texts))]
         theirs = [*(cases if actions is not None else []), *(found[1:] for found in cases)]
+        past = [self._action_number.get(text) for text in texts]
         # A few alerts (the UI's one) are faster as plain dict loops than as the arrays' fixed cost per call.
-        both = (self._agreements(vectors, which, theirs) if len(cases) >= BOUND_MIN_BATCH else
-                [min(1.0, max((_dot(vectors[v], self._action_vectors[self._index[c.alert, c.action]]) for c in found),
-                              default=0.0)) for v, found in zip(which, theirs, strict=True)])
+        if len(cases) < BOUND_MIN_BATCH:
+            past_vector = self._past_vector
+            vectors = [self.action_vector(text) if a is None else past_vector(a)
+                       for text, a in zip(texts, past, strict=True)]
+            both = [min(1.0, max((_dot(vectors[v], past_vector(self._action_number[c.action])) for c in found),
+                                 default=0.0)) for v, found in zip(which, theirs, strict=True)]
+        else:  # the past actions' rows, then the new answers', the vectors renumbered to that order
+            new = [v for v, a in enumerate(past) if a is None]
+            order = np.argsort(np.array([a is None for a in past]), kind="stable")  # (V,): the past first
+            rows = (self._action_rows.take(np.array([a for a in past if a is not None], dtype=np.int64))
+                    + self.action_vector.rows([texts[v] for v in new]))
+            both = self._agreements(rows, np.argsort(order)[which].tolist(), theirs)
         return both[:len(actions or [])], both[len(actions or []):]
+
+    def _past_vector(self, action: int) -> dict[int, float]:
+        """A past action's vector as a dict, kept for the next call (the cache starts again when full)."""
+        found = self._past_dicts.get(action)
+        if found is None:
+            if len(self._past_dicts) >= PAST_VECTORS:
+                self._past_dicts.clear()
+            found = self._past_dicts[action] = self._action_rows.dict(action)
+        return found
 
     def long_answer(self, alerts: list[str], vectors: Rows | None = None) -> list[float]:
         """For each alert, the probability in [0, 1] that the history answered alerts like it at length
@@ -260,21 +278,21 @@ class CaseMemory:
         with np.errstate(over="ignore"):  # a one-class memory's bias is infinite: probability 0 or 1
             return (1.0 / (1.0 + np.exp(-(logits + self._long_bias)))).tolist()
 
-    def _agreements(self, vectors: list[dict[int, float]], which: list[int], cases: list[list[Case]]) -> list[float]:
-        """For each i, the highest dot product (at most 1) of ``vectors[which[i]]`` with the actions of
+    def _agreements(self, vectors: Rows, which: list[int], cases: list[list[Case]]) -> list[float]:
+        """For each i, the highest dot product (at most 1) of vector ``which[i]`` with the actions of
         ``cases[i]``, 0 without cases. Each product is summed over the shorter vector's n-grams in its order
         (the query's when as long), as a dot of two {n-gram: weight} dicts over the shorter would be."""
-        pairs = np.array([self._index[case.alert, case.action] for found in cases for case in found], dtype=np.int64)
+        pairs = np.array([self._action_number[case.action] for found in cases for case in found], dtype=np.int64)
         counts = np.fromiter(map(len, cases), np.int64, len(cases))
         vector = np.repeat(np.array(which, dtype=np.int64), counts)  # (P,): the vector of each product
         indptr, columns, values = self._action_rows.indptr, self._action_rows.columns, self._action_rows.values
         offsets, owner = segments(indptr, pairs)
-        places = Places(csr_rows(vectors), self.action_vector.grams)
+        places = Places(vectors, self.action_vector.grams)
         # A case's action shorter than the vector: its own n-grams, in its order, times the vector's weights.
         theirs = places.weights[vector[owner], places.at(vector[owner], columns[offsets])]
         by_case = np.bincount(owner, weights=values[offsets] * theirs, minlength=pairs.size)
         by_vector = sum_in_order(places, vector, pairs.size, owner, columns[offsets], values[offsets])
-        shorter = (indptr[pairs + 1] - indptr[pairs]) < np.array([len(v) for v in vectors], dtype=np.int64)[vector]
+        shorter = (indptr[pairs + 1] - indptr[pairs]) < np.diff(vectors.indptr)[vector]
         dots = np.where(shorter, by_case, by_vector).tolist()
         found, start = [], 0
         for end in np.cumsum(counts).tolist():

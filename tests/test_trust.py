@@ -142,6 +142,12 @@ def test_a_batch_searched_through_the_bounds_finds_what_scoring_every_case_finds
     for k in (1, 3, 8):
         assert large_memory.nearest(alerts, k) == full_scan(large_memory, alerts, k)
         assert large_memory.nearest(vague, k) == full_scan(large_memory, vague, k)
+    shortlisted, search = [], large_memory._shortlisted
+    with pytest.MonkeyPatch.context() as patch:  # a memory this large: one alert at a time through the bounds too
+        patch.setattr(memory_module, "BOUND_ALONE", large_memory._distinct)
+        patch.setattr(large_memory, "_shortlisted", lambda *args: shortlisted.append(args) or search(*args))
+        assert [large_memory.nearest([alert], 3)[0] for alert in alerts] == full_scan(large_memory, alerts, 3)
+    assert len(shortlisted) == len(alerts)
 
 
 @given(st.lists(st.sampled_from([*WORDS, "sink", "printer", "x"]), min_size=1, max_size=8))
@@ -181,6 +187,7 @@ def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memor
     assert [large_memory.agreement_and_consensus([a], [c]) for a, c in zip(answers, cases, strict=True)] == \
            [([e], [n]) for e, n in zip(expected, consensus, strict=True)]
     assert large_memory.agreement([], []) == [] and large_memory.consensus([[], cases[0][:1]]) == [0.0, 0.0]
+    assert large_memory.consensus([[], *cases])[0] == 0.0  # no case, in a batch
 
 
 def test_query_vectors_are_the_same_when_the_word_cache_starts_again(memory, monkeypatch):

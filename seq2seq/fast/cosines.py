@@ -35,6 +35,22 @@ class Rows:
         start, end = self.indptr[v], self.indptr[v + 1]
         return Rows(np.array([0, end - start]), self.columns[start:end], self.values[start:end])
 
+    def take(self, rows: np.ndarray) -> Rows:
+        """The vectors ``rows`` (R,), in that order."""
+        offsets, _ = segments(self.indptr, rows)
+        lengths = self.indptr[rows + 1] - self.indptr[rows]
+        return Rows(np.concatenate(([0], np.cumsum(lengths))), self.columns[offsets], self.values[offsets])
+
+    def dict(self, v: int) -> dict[int, float]:
+        """Vector v as a {column: weight} dict, in its order."""
+        start, end = self.indptr[v], self.indptr[v + 1]
+        return dict(zip(self.columns[start:end].tolist(), self.values[start:end].tolist(), strict=True))
+
+    def __add__(self, other: Rows) -> Rows:
+        """These vectors, then ``other``'s."""
+        return Rows(np.concatenate((self.indptr, self.indptr[-1] + other.indptr[1:])),
+                    np.concatenate((self.columns, other.columns)), np.concatenate((self.values, other.values)))
+
 
 def csr_rows(vectors: list[dict[int, float]]) -> Rows:
     """{column: weight} dicts as rows, float64."""
@@ -85,6 +101,13 @@ def sum_in_order(places: Places, vector: np.ndarray, count: int,
     terms[:, 0] = 0.0  # place 0 took the stored n-grams the vector lacks
     terms *= places.weights[vector]
     return np.add.accumulate(terms, axis=1)[:, -1]  # accumulate: strictly left to right
+
+
+def largest(bounds: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The columns of the ``n`` largest values of each row of ``bounds`` (B, C), as (B, n), and the
+    next largest value (B,); C > n. (torch's top-k: half the time of NumPy's argpartition on long rows.)"""
+    values, columns = torch.from_numpy(bounds).topk(n + 1, dim=1)  # (B, n + 1) each, largest first
+    return columns[:, :n].numpy(), values[:, n].numpy()
 
 
 class CosineBounds:
