@@ -29,7 +29,7 @@ from sklearn.linear_model import LogisticRegression
 
 from seq2seq.errors import CheckpointError
 from seq2seq.fast.cosines import CosineBounds, Places, Rows, largest, segments, sum_in_order
-from seq2seq.fast.tfidf import TfidfVectors
+from seq2seq.fast.tfidf import TfidfVectors, fit_transform
 from seq2seq.tokenizer import normalize
 
 STATE_VERSION = 1
@@ -63,7 +63,7 @@ def _fitted(texts: list[str], max_df: float = 0.3) -> tuple[TfidfVectorizer, csr
     vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True, max_df=max_df,
                                  dtype=np.float32)
     try:
-        return vectorizer, vectorizer.fit_transform(texts).tocsr()
+        return vectorizer, fit_transform(vectorizer, texts).tocsr()
     except ValueError:  # "max_df corresponds to < documents than min_df", "After pruning, no terms remain"
         if max_df == 1.0:
             raise

@@ -7,6 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -85,6 +86,27 @@ def test_fast_query_vectors_equal_scikit_learns_transform(memory):
         for column, weight in memory.alert_vector(text).items():
             dense[column] = weight
         np.testing.assert_allclose(dense, row, atol=1e-6)
+
+
+@given(st.lists(st.text(st.sampled_from("aBcΣσς İi #/\t\u00a0\u2003"), max_size=12), min_size=1, max_size=12),
+       st.sampled_from([0.3, 1.0]))
+@settings(max_examples=60)
+def test_fitting_by_words_gives_scikit_learns_index_to_the_bit(texts, max_df):
+    # upper case and Greek sigmas (lowercased in context), every kind of space, short words, repeats
+    make = lambda: TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True,  # noqa: E731
+                                   max_df=max_df, dtype=np.float32)
+    expected, fitted = make(), make()
+    try:
+        rows = expected.fit_transform(texts)
+    except ValueError:  # no n-gram at all, or none left by max_df: the same error from both
+        with pytest.raises(ValueError):
+            tfidf_module.fit_transform(fitted, texts)
+        return
+    found = tfidf_module.fit_transform(fitted, texts)
+    assert fitted.vocabulary_ == expected.vocabulary_ and np.array_equal(fitted.idf_, expected.idf_)
+    for name in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(found, name), getattr(rows, name))
+    assert fitted.get_params() == expected.get_params()  # its own analyzer again, for transform
 
 
 TEXTS = st.lists(st.sampled_from([*" ".join(ALERTS).split(), "☃", "sink", "pumppump"]), max_size=9).map(" ".join)

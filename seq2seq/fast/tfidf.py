@@ -13,12 +13,37 @@ from collections import Counter
 from operator import mul
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from seq2seq.fast.cosines import Rows, csr_rows
 
 WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
 ROWS_MIN_BATCH = 8  # texts per call below which one dict each is faster (NumPy's fixed cost per call)
+
+
+def fit_transform(vectorizer: TfidfVectorizer, texts: list[str]):
+    """``vectorizer.fit_transform(texts)`` for a char_wb vectorizer, with the same vocabulary, weights and
+    vectors, each distinct word analysed once: a memory's texts repeat their words, and the analysis was
+    most of the fit (char_wb n-grams never cross a space). The vectorizer keeps its own analyzer after."""
+    params = vectorizer.get_params()
+    if params["analyzer"] != "char_wb":
+        raise ValueError(f"a char_wb vectorizer is needed, not {params['analyzer']!r}")
+    analyse, words = clone(vectorizer).build_analyzer(), {}  # a copy's: it reads the n-gram range when called
+
+    def by_word(text: str) -> list[str]:  # the words' n-grams in turn (a word's case is its own affair)
+        grams: list[str] = []
+        for word in text.split():
+            if (found := words.get(word)) is None:
+                found = words[word] = analyse(word)
+            grams += found
+        return grams
+
+    vectorizer.set_params(analyzer=by_word, ngram_range=(1, 1))  # (1, 1): sklearn warns of any other range
+    try:
+        return vectorizer.fit_transform(texts)
+    finally:
+        vectorizer.set_params(analyzer=params["analyzer"], ngram_range=params["ngram_range"])
 
 
 class TfidfVectors:
