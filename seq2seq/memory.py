@@ -264,7 +264,7 @@ class CaseMemory:
         if found is None:
             if len(self._past_dicts) >= PAST_VECTORS:
                 self._past_dicts.clear()
-            found = self._past_dicts[action] = self._action_rows.dict(action)
+            found = self._past_dicts[action] = self._action_rows.as_dict(action)
         return found
 
     def long_answer(self, alerts: list[str], vectors: Rows | None = None) -> list[float]:

@@ -41,7 +41,7 @@ class Rows:
         lengths = self.indptr[rows + 1] - self.indptr[rows]
         return Rows(np.concatenate(([0], np.cumsum(lengths))), self.columns[offsets], self.values[offsets])
 
-    def dict(self, v: int) -> dict[int, float]:
+    def as_dict(self, v: int) -> dict[int, float]:
         """Vector v as a {column: weight} dict, in its order."""
         start, end = self.indptr[v], self.indptr[v + 1]
         return dict(zip(self.columns[start:end].tolist(), self.values[start:end].tolist(), strict=True))

@@ -13,6 +13,7 @@ from collections import Counter
 from operator import mul
 
 import numpy as np
+from scipy.sparse import csr_matrix
 from sklearn.base import clone
 from sklearn.feature_extraction.text import TfidfVectorizer
 
@@ -22,7 +23,7 @@ WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when
 ROWS_MIN_BATCH = 8  # texts per call below which one dict each is faster (NumPy's fixed cost per call)
 
 
-def fit_transform(vectorizer: TfidfVectorizer, texts: list[str]):
+def fit_transform(vectorizer: TfidfVectorizer, texts: list[str]) -> csr_matrix:
     """``vectorizer.fit_transform(texts)`` for a char_wb vectorizer, with the same vocabulary, weights and
     vectors, each distinct word analysed once: a memory's texts repeat their words, and the analysis was
     most of the fit (char_wb n-grams never cross a space). The vectorizer keeps its own analyzer after."""
