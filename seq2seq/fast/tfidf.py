@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from itertools import chain
 from operator import mul
 
 import numpy as np
@@ -85,7 +86,7 @@ class TfidfVectors:
             return csr_rows([self(text) for text in texts])
         per_text = [self.columns(text) for text in texts]
         lengths = np.fromiter(map(len, per_text), np.int64, len(texts))
-        columns = np.fromiter((j for found in per_text for j in found), np.int64, int(lengths.sum()))
+        columns = np.fromiter(chain.from_iterable(per_text), np.int64, int(lengths.sum()))
         owner = np.repeat(np.arange(len(texts)), lengths)
         # Each (text, n-gram) once, in the order first met, with its count: Counter's order and counts.
         keys, first, counts = np.unique(owner * self.grams + columns, return_index=True, return_counts=True)
