@@ -117,8 +117,8 @@ class CaseMemory:
         self._bounds = CosineBounds(fitted, BOUND_HEAD) if self._distinct >= BOUND_MIN_ALERTS else None
         self._action_index, _ = _fitted(self.actions)
         self.alert_vector, self.action_vector = TfidfVectors(self._alert_index), TfidfVectors(self._action_index)
-        # Each distinct action's vector once, as rows (a dict per pair took 3 kB each): a case's action,
-        # and often a translator's answer, is one of them.
+        # Each distinct action's vector once, as rows (a dict per pair was most of a large memory's size):
+        # a case's action, and often a translator's answer, is one of them (docs/trust.md, larger histories).
         self._action_number = {action: a for a, action in enumerate(dict.fromkeys(self.actions))}
         self._action_rows = self.action_vector.rows(list(self._action_number))  # (A, F') in the dicts' order
         self._past_dicts: dict[int, dict[int, float]] = {}  # past actions met by the dict loops
