@@ -28,7 +28,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from seq2seq.errors import CheckpointError
-from seq2seq.fast.cosines import CosineBounds, Places, Rows, largest, segments, sum_in_order
+from seq2seq.fast.cosines import CosineBounds, Places, Rows, largest, segments, shorter_dot, sum_in_order
 from seq2seq.fast.tfidf import TfidfVectors, fit_transform
 from seq2seq.tokenizer import normalize
 
@@ -79,14 +79,6 @@ def _long_answers(rows: csr_matrix, actions: list[str]) -> tuple[np.ndarray, flo
         return np.zeros(rows.shape[1]), math.inf if long.all() else -math.inf
     regression = LogisticRegression(C=LONG_C, max_iter=1000).fit(rows, long)
     return regression.coef_[0].astype(np.float64), float(regression.intercept_[0])
-
-
-def _dot(vector: dict[int, float], other: dict[int, float]) -> float:
-    """Summed over the shorter vector's n-grams in its order (``vector``'s when as long), as
-    ``CaseMemory._agreements`` sums its products."""
-    if len(other) < len(vector):
-        vector, other = other, vector
-    return sum(w * other.get(j, 0.0) for j, w in vector.items())
 
 
 class CaseMemory:
@@ -248,7 +240,7 @@ class CaseMemory:
             past_vector = self._past_vector
             vectors = [self.action_vector(text) if a is None else past_vector(a)
                        for text, a in zip(texts, past, strict=True)]
-            both = [min(1.0, max((_dot(vectors[v], past_vector(self._action_number[c.action])) for c in found),
+            both = [min(1.0, max((shorter_dot(vectors[v], past_vector(self._action_number[c.action])) for c in found),
                                  default=0.0)) for v, found in zip(which, theirs, strict=True)]
         else:  # the past actions' rows, then the new answers', the vectors renumbered to that order
             new = [v for v, a in enumerate(past) if a is None]

@@ -52,6 +52,14 @@ class Rows:
                     np.concatenate((self.columns, other.columns)), np.concatenate((self.values, other.values)))
 
 
+def shorter_dot(vector: dict[int, float], other: dict[int, float]) -> float:
+    """The dot product summed over the shorter vector's n-grams in its order (``vector``'s when as long),
+    as ``seq2seq.memory``'s arrays sum each product (``sum_in_order``)."""
+    if len(other) < len(vector):
+        vector, other = other, vector
+    return sum(w * other.get(j, 0.0) for j, w in vector.items())
+
+
 def csr_rows(vectors: list[dict[int, float]]) -> Rows:
     """{column: weight} dicts as rows, float64."""
     lengths = [len(vector) for vector in vectors]
