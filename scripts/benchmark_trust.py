@@ -19,14 +19,17 @@ when it ends), so a checkpoint written before case memories existed can be measu
    sample (trust fitted on the other folds) with the first three signals, the first five and all, and the
    ceilings: the selection by each answer's sentence chrF or BLEU against its reference;
 3. verdicts on each alert list;
-4. cost per alert: greedy recommendation with and without the case look-up (median of --repeats).
+4. cost per alert: greedy recommendation with and without the case look-up, one alert per call, 64 per
+   call and as a file job (medians of --repeats by turns, and the range of the repeats' ratios).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import statistics
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -41,7 +44,9 @@ from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.data import source_batch
 from seq2seq.evaluate import COVERAGES, fit_case_memory, score_corpus, selective_scores, sentence_chrf
+from seq2seq.memory import CaseMemory
 from seq2seq.recommender import Recommender
+from seq2seq.serving.batch import translate_file
 from seq2seq.tokenizer import normalize
 from seq2seq.trust import CASE_FEATURES, FEATURES, FIRST_FEATURES, FLAG_RATE, fit_trust
 
@@ -155,20 +160,46 @@ def verdict_table(judged: Recommender, lists: dict, dev) -> None:
 
 
 def cost_table(plain: Recommender, judged: Recommender, alerts: list[str], repeats: int) -> None:
-    print(f"\n## 4. CPU time per alert, greedy, one thread (median of {repeats} repeats over {len(alerts)} alerts)\n")
-    print("| calls | without look-up (ms) | with look-up (ms) | ratio |")
+    """CPU time per alert without and with the look-up, by turns: calls of one alert (the UI), calls of 64, and a
+    file job (``translate_file`` over the alerts as a .txt, output written) whose translator loads afresh before
+    each repeat, so that it starts with cold caches as a ``seq2seq translate --input`` run does."""
+    print(f"\n## 4. CPU time per alert, greedy, one thread ({repeats} repeats over {len(alerts)} alerts, by turns)\n")
+    print("| calls | without look-up (ms) | with look-up (ms) | ratio: median of the repeats' (range) |")
     print("|---|---|---|---|")
-    for label, batch in (("one alert per call", 1), ("64 alerts per call", 64)):
-        runs = {"plain": [], "judged": []}
-        for _ in range(repeats):  # interleaved, so that a noisy moment hits both
-            for name, recommender in (("plain", plain), ("judged", judged)):
-                started = time.process_time()  # CPU time: other jobs on the machine do not count
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "alerts.txt"
+        log.write_text("".join(f"{' '.join(alert.split())}\n" for alert in alerts), encoding="utf-8")
+
+        def seconds(recommender: Recommender, batch: int | None) -> float:
+            """CPU time (other jobs on the machine do not count) of the alerts in calls of ``batch``, or as a file."""
+            if batch is None:
+                recommender = loaded_again(recommender)
+                gc.collect()  # the load's garbage: else the memory's build leaves the job a full collection to pay
+                started = time.process_time()
+                translate_file(recommender, log, Path(folder) / "out.jsonl")
+            else:
+                started = time.process_time()
                 for start in range(0, len(alerts), batch):
                     recommender.recommend(alerts[start:start + batch])
-                runs[name].append(1000 * (time.process_time() - started) / len(alerts))
-        timings = {name: statistics.median(values) for name, values in runs.items()}
-        print(f"| {label} | {timings['plain']:.3f} | {timings['judged']:.3f} | "
-              f"{timings['judged'] / timings['plain']:.2f} |")
+            spent = time.process_time() - started
+            for written in Path(folder).glob("out.jsonl*"):  # the output and its job record
+                written.unlink()
+            return spent
+
+        for label, batch in (("one alert per call", 1), ("64 alerts per call", 64), ("a file job", None)):
+            runs: dict[str, list[float]] = {"plain": [], "judged": []}
+            for _ in range(repeats):  # by turns, so that a noisy moment hits both
+                for name, recommender in (("plain", plain), ("judged", judged)):
+                    runs[name].append(1000 * seconds(recommender, batch) / len(alerts))
+            ratios = [j / p for p, j in zip(runs["plain"], runs["judged"], strict=True)]
+            print(f"| {label} | {statistics.median(runs['plain']):.3f} | {statistics.median(runs['judged']):.3f} | "
+                  f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+
+
+def loaded_again(recommender: Recommender) -> Recommender:
+    """The same translator with its case memory built again from its pairs, as a checkpoint's load builds it."""
+    memory = recommender.memory and CaseMemory(recommender.memory.alerts, recommender.memory.actions)
+    return Recommender(recommender.model, recommender.tokenizer, memory=memory, trust=recommender.trust_model)
 
 
 def main() -> int:

@@ -77,3 +77,27 @@ def test_the_gpu_benchmark_measures_every_section_through_the_cli(tmp_path_facto
     printed = capsys.readouterr().out
     for title in ("Training, target tokens/s", "members side by side", "rows/s", "The FD001 recipe"):
         assert title in printed
+
+
+@pytest.mark.slow
+def test_the_trust_benchmark_prints_every_table_on_the_tiny_run(tmp_path_factory, tmp_path, monkeypatch, capsys):
+    """scripts/benchmark_trust.py end to end: every table, and the look-up's cost for the UI, batches and a file."""
+    run = trained(tmp_path_factory.getbasetemp())
+    in_scope, out_of_scope = tmp_path / "in.txt", tmp_path / "out.txt"
+    in_scope.write_text("pump vibrating\nmotor too hot\n", encoding="utf-8")
+    out_of_scope.write_text("kitchen sink drain blocked\nprinter out of toner\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    monkeypatch.setattr(sys, "argv", [
+        "benchmark_trust.py", "--translator", str(run.best), "--train", str(run.data.train), "--dev",
+        str(run.data.dev), "--in-scope", str(in_scope), "--out-of-scope", str(out_of_scope), "--repeats", "2"])
+    assert load_script("benchmark_trust").main() == 0
+    printed = capsys.readouterr().out
+    for title in ("## 1.", "## 2.", "## 3.", "## 4."):
+        assert title in printed
+    costs = printed.split("## 4.")[1].splitlines()
+    for label in ("one alert per call", "64 alerts per call", "a file job"):
+        [row] = [line for line in costs if line.startswith(f"| {label} |")]
+        plain, judged, ratio = (cell.strip() for cell in row.split("|")[2:5])
+        median, spread = ratio.split(" ")
+        low, high = (float(x) for x in spread.strip("()").split("-"))
+        assert float(plain) > 0 and float(judged) > 0 and low <= float(median) <= high
