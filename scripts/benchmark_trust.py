@@ -197,8 +197,8 @@ def cost_table(plain: Recommender, judged: Recommender, alerts: list[str], repea
 
 
 def loaded_again(recommender: Recommender) -> Recommender:
-    """The same translator with its case memory built again from its pairs, as a checkpoint's load builds it."""
-    memory = recommender.memory and CaseMemory(recommender.memory.alerts, recommender.memory.actions)
+    """The same translator with its case memory built again from its state, as a checkpoint's load builds it."""
+    memory = recommender.memory and CaseMemory.from_state_dict(recommender.memory.state_dict())
     return Recommender(recommender.model, recommender.tokenizer, memory=memory, trust=recommender.trust_model)
 
 
