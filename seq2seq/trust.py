@@ -62,9 +62,14 @@ class TrustModel:
 
     def trust(self, features: np.ndarray) -> np.ndarray:
         """``features`` (B, len(FEATURES)) -> trust (B,) in [0, 1]."""
-        used = features[:, [FEATURES.index(name) for name in self.features]]
+        # Summed signal by signal: a matrix-vector product's order depends on how many rows it is given,
+        # so an alert's trust would change in its last bits with the batch it came in.
+        logits = np.zeros(len(features))
+        for name, weight in zip(self.features, self.weights, strict=True):
+            logits += features[:, FEATURES.index(name)] * weight
+        logits += self.bias
         with np.errstate(over="ignore"):  # exp(-z) = inf for a very negative z gives trust 0, as it should
-            return 1.0 / (1.0 + np.exp(-(used @ np.asarray(self.weights) + self.bias)))
+            return 1.0 / (1.0 + np.exp(-logits))
 
     def verdict(self, trust: float, nearest_similarity: float) -> str:
         if nearest_similarity < self.scope_threshold:

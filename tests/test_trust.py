@@ -316,6 +316,16 @@ def test_standardised_fitting_ranks_like_scikit_learns_pipeline_and_honours_the_
     np.testing.assert_array_equal(first.trust(moved), first.trust(signals))
 
 
+@given(st.integers(1, 200), st.integers(0, 2**32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_an_answers_trust_does_not_depend_on_the_batch_it_comes_in(rows, seed):
+    rng = np.random.default_rng(seed)
+    model = TrustModel(tuple(rng.normal(0, 3, len(FEATURES)).tolist()), float(rng.normal()), 0.3)
+    signals = rng.uniform(-2, 1, (rows, len(FEATURES)))
+    together = model.trust(signals)
+    np.testing.assert_array_equal(together, [model.trust(signals[i:i + 1])[0] for i in range(rows)])
+
+
 def test_memory_round_trips_through_its_state(memory):
     again = CaseMemory.from_state_dict(memory.state_dict())
     assert again.nearest(["motor temp high"], 3) == memory.nearest(["motor temp high"], 3)
