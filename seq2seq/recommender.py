@@ -6,6 +6,7 @@ tests alike, so every path normalises, truncates, batches and decodes in exactly
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Callable, Iterator
@@ -33,6 +34,7 @@ from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, UNCERTAIN_BELOW, TrustMode
 
 T = TypeVar("T")
 SIMILAR = 3  # past cases returned per alert unless asked otherwise
+JUDGED_BATCHES = 4  # decoded batches judged together at most (docs/trust.md: 64 to 256 alerts a look-up)
 log = logging.getLogger(__name__)
 
 
@@ -144,13 +146,21 @@ class Recommender:
     def _answer(self, alerts: list[str], config: SearchConfig | None, batch_size: int,
                 similar: int | None = None) -> list[Recommendation]:
         """Decoded recommendations in input order (no candidates for an unanswered alert), judged with
-        ``similar`` past cases unless None. Each batch is judged by the worker that decoded it, while
-        the others decode: a file job's look-up then runs beside the decoding, not after it."""
+        ``similar`` past cases unless None. Each group of batches is judged by the worker that decoded it,
+        while the others decode: a file job's look-up then runs beside the decoding, not after it."""
         config = config or self.search
         encoded = [self.encode(alert) for alert in alerts]
         results: list[Recommendation | None] = [None] * len(alerts)
         order = sorted((i for i, (ids, _, _) in enumerate(encoded) if ids), key=lambda i: len(encoded[i][0]))
-        chunks = [order[start: start + batch_size] for start in range(0, len(order), batch_size)]
+        batches = [order[start: start + batch_size] for start in range(0, len(order), batch_size)]
+        # Judged up to JUDGED_BATCHES batches at a time: the look-up's arrays are read in once for all of them
+        # and its fixed cost is shared (docs/trust.md, "Cost of the look-up"). The groups are as even as can be,
+        # a multiple of the workers in number, so that no worker is left with the last group alone.
+        judging = similar is not None and self.memory is not None
+        count = self.workers * math.ceil(len(batches) / (self.workers * JUDGED_BATCHES)) if judging else len(batches)
+        edges = [len(batches) * g // max(1, count) for g in range(count + 1)]
+        groups = [batches[start:end] for start, end in itertools.pairwise(edges) if end > start]
+        chunks = [[i for batch in group for i in batch] for group in groups]
 
         def finish(chunk: list[int], hypotheses: list[list[Hypothesis]]) -> list[Recommendation]:
             answers = [Recommendation(alerts[i], encoded[i][1], [self._candidate(h) for h in hyps], encoded[i][2])
@@ -160,8 +170,8 @@ class Recommender:
             judged = self._judge([r for r in answers if r.candidates], similar)
             return [next(judged) if r.candidates else r for r in answers]
 
-        batches = [[encoded[i][0] for i in chunk] for chunk in chunks]
-        for chunk, answers in zip(chunks, self._decode_batches(chunks, batches, config, finish), strict=True):
+        sources = [[[encoded[i][0] for i in batch] for batch in group] for group in groups]
+        for chunk, answers in zip(chunks, self._decode_batches(chunks, sources, config, finish), strict=True):
             for i, answer in zip(chunk, answers, strict=True):
                 results[i] = answer
         return [result or Recommendation(alert, [], [], encoded[i][2])
@@ -200,18 +210,18 @@ class Recommender:
         """Best recommendation text per alert ("" for an empty alert); no trust or past cases are looked up."""
         return once_each(alerts, lambda distinct: [r.text for r in self._answer(distinct, config, batch_size)])
 
-    def _decode_batches(self, chunks: list[list[int]], batches: list[list[list[int]]], config: SearchConfig,
+    def _decode_batches(self, chunks: list[list[int]], sources: list[list[list[list[int]]]], config: SearchConfig,
                         finish: Callable[[list[int], list[list[Hypothesis]]], list[Recommendation]],
                         ) -> Iterator[list[Recommendation]]:
-        """``finish(chunk, its batch's hypotheses)`` for each batch, in order; with several workers the
-        batches are decoded and finished in threads."""
-        def decode(chunk: list[int], batch: list[list[int]]) -> list[Recommendation]:
-            return finish(chunk, self._search(batch, config))
-        if self.workers == 1 or len(batches) < 2:
-            yield from map(decode, chunks, batches)
+        """``finish(chunk, its hypotheses)`` for each chunk, in order, its ``sources`` decoded batch after batch;
+        with several workers the chunks are decoded and finished in threads."""
+        def decode(chunk: list[int], batches: list[list[list[int]]]) -> list[Recommendation]:
+            return finish(chunk, [hyps for batch in batches for hyps in self._search(batch, config)])
+        if self.workers == 1 or len(chunks) < 2:
+            yield from map(decode, chunks, sources)
             return
         with ThreadPoolExecutor(self.workers) as pool:
-            yield from pool.map(decode, chunks, batches)
+            yield from pool.map(decode, chunks, sources)
 
     @torch.inference_mode()
     def _search(self, id_lists: list[list[int]], config: SearchConfig) -> list[list[Hypothesis]]:

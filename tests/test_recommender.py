@@ -6,6 +6,7 @@ import pytest
 import torch
 from support import MAX_SOURCE_LENGTH, trained
 
+import seq2seq.recommender as recommender_module
 from seq2seq.config import SearchConfig
 from seq2seq.errors import ConfigError
 from seq2seq.recommender import Recommender
@@ -56,12 +57,31 @@ def test_batches_decoded_by_several_workers_give_exactly_the_results_of_one(reco
     assert threaded.memory is not None and all(r.similar for r in got if r.candidates)
 
 
+def test_batches_judged_together_give_what_each_batch_judged_alone_gives(recommender, monkeypatch):
+    alerts = [f"{alert} unit {k}" for k in range(3) for alert in ALERTS]  # 27 distinct
+    sizes, judge = [], recommender._judge
+
+    def counting(answered, similar):
+        sizes.append(len(answered))
+        return judge(answered, similar)
+    monkeypatch.setattr(recommender, "_judge", counting)
+    together = recommender.recommend(alerts, batch_size=2)  # 14 batches, judged at most 4 at a time
+    assert sizes == [6, 8, 6, 7]  # 4 groups of 3 or 4 batches (the last batch holds one alert)
+    sizes.clear()
+    monkeypatch.setattr(recommender_module, "JUDGED_BATCHES", 1)
+    alone = recommender.recommend(alerts, batch_size=2)
+    assert sizes == [2] * 13 + [1]
+    assert [(r.text, r.trust, r.verdict, r.similar) for r in together] == \
+           [(r.text, r.trust, r.verdict, r.similar) for r in alone]
+    assert recommender.memory is not None and all(r.similar for r in together)
+
+
 def test_an_alert_repeated_in_a_call_is_decoded_once_and_answered_wherever_it_stands(recommender, monkeypatch):
     decoded, decode = [], recommender._decode_batches
 
-    def counting(chunks, batches, config, finish):  # the alerts (piece ids) decoded, batch by batch
-        decoded.extend(ids for batch in batches for ids in batch)
-        return decode(chunks, batches, config, finish)
+    def counting(chunks, sources, config, finish):  # the alerts (piece ids) decoded, batch by batch
+        decoded.extend(ids for batches in sources for batch in batches for ids in batch)
+        return decode(chunks, sources, config, finish)
     monkeypatch.setattr(recommender, "_decode_batches", counting)
     repeated = [alert for alert in ALERTS for _ in range(3)]
     got = recommender.recommend(repeated)
