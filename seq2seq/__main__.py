@@ -1,4 +1,4 @@
-from seq2seq.cli import main
+from seq2seq.cli import command
 
 if __name__ == "__main__":  # not when a spawned process (train.parallel) imports it
-    raise SystemExit(main())
+    raise SystemExit(command())

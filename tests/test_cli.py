@@ -3,6 +3,7 @@ as one ``seq2seq: error:`` line with exit status 2."""
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import subprocess
@@ -25,6 +26,7 @@ from support import (
     tsv,
 )
 
+from seq2seq import cli
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.corpus import read_parallel
 from seq2seq.evaluate import score_corpus, selective_scores
@@ -71,6 +73,19 @@ def tiny_train_command(tmp_path: Path, run: TinyRun, train: Path, *options: str)
 
 
 # train
+
+
+def test_the_seq2seq_program_runs_main_with_what_it_imported_frozen(monkeypatch):
+    frozen = []
+    monkeypatch.setattr(cli, "main", lambda: frozen.append(gc.get_freeze_count()) or 0)
+    try:
+        assert cli.command() == 0
+    finally:
+        gc.unfreeze()  # this test process goes on
+    assert frozen[0] > 10_000  # torch alone holds more objects
+    assert 'seq2seq = "seq2seq.cli:command"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")  # the script
+    main_module = (Path(cli.__file__).parents[1] / "__main__.py").read_text(encoding="utf-8")
+    assert "SystemExit(command())" in main_module
 
 
 def test_train_writes_best_last_and_metrics_and_prints_a_json_summary(run):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import sys
 from collections.abc import Iterator
@@ -45,6 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 SIGPIPE_STATUS = 128 + 13  # what a shell reports for a command ended by SIGPIPE
+
+
+def command() -> int:
+    """The ``seq2seq`` program (its console script and ``python -m seq2seq``): ``main`` in a process of its own."""
+    # What is imported by now (torch, scikit-learn: some 300,000 objects) lives as long as the process. Frozen
+    # out of the collector's sight, it is no longer walked by every full collection during a job nor by the
+    # interpreter's exit (docs/benchmarks.md, "Start-up and exit"), as the app freezes what it loads (App.launch).
+    gc.freeze()
+    return main()
 
 
 def main(argv: list[str] | None = None) -> int:
