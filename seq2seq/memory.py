@@ -41,6 +41,7 @@ BOUND_ALONE = 16_384  # distinct past alerts from which even one alert is found 
 SHORTLIST = 1  # cases scored exactly per alert beyond the k asked for, before the bound is checked (docs/trust.md)
 WIDER = 8  # an alert whose bound lets more than WIDER times its shortlist reach its k-th best is scored in full
 PAST_VECTORS = 4096  # past actions kept as dicts for the dict loops (common actions recur in every shift)
+GROUP_CELLS = 1 << 22  # bounds (alerts x distinct past alerts) one look-up computes at most when batches are grouped
 LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
 LONG_C = 0.3  # regularisation of long_answer's logistic regression (0.1 to 1 measured alike: docs/trust.md)
 
@@ -118,6 +119,12 @@ class CaseMemory:
 
     def __len__(self) -> int:
         return len(self.alerts)
+
+    @property
+    def group_size(self) -> int:
+        """Alerts worth judging in one look-up: more share its fixed cost, until its arrays (one row of bounds
+        per alert over every distinct past alert) outgrow the caches (docs/trust.md, judging four batches)."""
+        return max(1, GROUP_CELLS // self._distinct)
 
     def state_dict(self) -> dict:
         return {"version": STATE_VERSION, "alerts": list(self.alerts), "actions": list(self.actions)}
