@@ -20,7 +20,8 @@ when it ends), so a checkpoint written before case memories existed can be measu
    ceilings: the selection by each answer's sentence chrF or BLEU against its reference;
 3. verdicts on each alert list;
 4. cost per alert: greedy recommendation with and without the case look-up, one alert per call, 64 per
-   call and as a file job (medians of --repeats by turns, and the range of the repeats' ratios).
+   call and as a file job (medians of --repeats by turns, and the range of the repeats' ratios), and as a
+   command line, ``seq2seq translate --input``, over every dev alert (the job's own rows/s, wall time).
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from __future__ import annotations
 import argparse
 import gc
 import math
+import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -39,13 +43,13 @@ import torch
 from sacrebleu.metrics import BLEU
 from sklearn.model_selection import KFold
 
-from seq2seq.checkpoint import load_model
+from seq2seq.checkpoint import load_model, read_checkpoint, save_atomic
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.data import source_batch
 from seq2seq.evaluate import COVERAGES, fit_case_memory, score_corpus, selective_scores, sentence_chrf
 from seq2seq.memory import CaseMemory
-from seq2seq.recommender import Recommender
+from seq2seq.recommender import Recommender, memory_state
 from seq2seq.serving.batch import translate_file
 from seq2seq.tokenizer import normalize
 from seq2seq.trust import CASE_FEATURES, FEATURES, FIRST_FEATURES, FLAG_RATE, fit_trust
@@ -191,9 +195,35 @@ def cost_table(plain: Recommender, judged: Recommender, alerts: list[str], repea
             for _ in range(repeats):  # by turns, so that a noisy moment hits both
                 for name, recommender in (("plain", plain), ("judged", judged)):
                     runs[name].append(1000 * seconds(recommender, batch) / len(alerts))
-            ratios = [j / p for p, j in zip(runs["plain"], runs["judged"], strict=True)]
-            print(f"| {label} | {statistics.median(runs['plain']):.3f} | {statistics.median(runs['judged']):.3f} | "
-                  f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+            print_cost(label, runs)
+
+
+def print_cost(label: str, runs: dict[str, list[float]]) -> None:
+    ratios = [j / p for p, j in zip(runs["plain"], runs["judged"], strict=True)]
+    print(f"| {label} | {statistics.median(runs['plain']):.3f} | {statistics.median(runs['judged']):.3f} | "
+          f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+
+
+def command_line_cost(translator: str, judged: Recommender, alerts: list[str], repeats: int) -> None:
+    """Wall time per alert of ``seq2seq translate --input`` (its own rows/s, start-up and load left out) with the
+    translator as a checkpoint without a memory and with the one fitted here, by turns."""
+    payload = read_checkpoint(translator)
+    with tempfile.TemporaryDirectory() as folder:
+        log, out = Path(folder) / "alerts.txt", Path(folder) / "out.jsonl"
+        log.write_text("".join(f"{' '.join(alert.split())}\n" for alert in alerts), encoding="utf-8")
+        models = {"plain": Path(folder) / "plain.pt", "judged": Path(folder) / "judged.pt"}
+        save_atomic({key: value for key, value in payload.items() if key != "memory"}, models["plain"])
+        save_atomic({**payload, "memory": memory_state(judged.memory, judged.trust_model)}, models["judged"])
+        runs: dict[str, list[float]] = {"plain": [], "judged": []}
+        for _ in range(repeats):
+            for name, model in models.items():
+                done = subprocess.run([sys.executable, "-m", "seq2seq", "translate", "--model", str(model), "--input",
+                                       str(log), "--output", str(out), "--beam-size", "1"],
+                                      capture_output=True, text=True, check=True)
+                runs[name].append(1000 / float(re.findall(r"\(([\d.]+) rows/s\)", done.stderr)[-1]))
+                for written in Path(folder).glob("out.jsonl*"):
+                    written.unlink()
+    print_cost(f"a command line, {len(alerts)} dev alerts, its workers (wall time)", runs)
 
 
 def loaded_again(recommender: Recommender) -> Recommender:
@@ -231,6 +261,7 @@ def main() -> int:
     selective_table(judged, splits)
     verdict_table(judged, lists, dev)
     cost_table(plain, judged, [e.source for e in dev.examples][:200], args.repeats)
+    command_line_cost(args.translator, judged, [e.source for e in dev.examples if e.source.strip()], args.repeats)
     return 0
 
 

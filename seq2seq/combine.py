@@ -37,7 +37,7 @@ from seq2seq.errors import ConfigError
 from seq2seq.evaluate import fit_trust_on
 from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.model import Seq2Seq, build_model
-from seq2seq.recommender import Recommender, read_memory
+from seq2seq.recommender import Recommender, memory_state, read_memory
 from seq2seq.runs import build_trainer, check_settings, fresh_model, shared_tokenizer
 from seq2seq.selection import score_greedy
 from seq2seq.side_by_side import Member, train_side_by_side
@@ -84,7 +84,7 @@ def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemb
     if memory is not None:
         if dev is not None:
             trust = fit_trust_on(Recommender(combined.eval(), tokenizer), memory, dev, trust.flag_rate)
-        result["memory"] = {"cases": memory.state_dict(), "trust": trust.state_dict()}
+        result["memory"] = memory_state(memory, trust)
     return result, len(members)
 
 

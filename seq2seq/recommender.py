@@ -237,6 +237,11 @@ class Recommender:
                          self.tokenizer.target_pieces(ids), hyp.attention, hyp.log_prob)
 
 
+def memory_state(memory: CaseMemory, trust: TrustModel) -> dict:
+    """What a checkpoint carries as its ``memory`` (``read_memory`` reads it back)."""
+    return {"cases": memory.state_dict(), "trust": trust.state_dict()}
+
+
 def read_memory(payload: dict, path: str | Path) -> tuple[CaseMemory | None, TrustModel | None]:
     """The case memory and trust model a checkpoint carries (None, None for one written before them)."""
     if "memory" not in payload:

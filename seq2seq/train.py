@@ -37,7 +37,7 @@ from seq2seq.distributed import ONE_PROCESS, World
 from seq2seq.evaluate import fit_case_memory
 from seq2seq.model import Seq2Seq
 from seq2seq.optimizer import TrainStep
-from seq2seq.recommender import Recommender
+from seq2seq.recommender import Recommender, memory_state
 from seq2seq.report import TrainingReport
 from seq2seq.selection import Selection
 from seq2seq.tokenizer import Tokenizer
@@ -130,7 +130,7 @@ class Trainer:
             return
         model, tokenizer, payload = load_model(best)
         memory, trust = fit_case_memory(Recommender(model, tokenizer, self.device), self.cases, self.dev)
-        save_atomic({**payload, "memory": {"cases": memory.state_dict(), "trust": trust.state_dict()}}, best)
+        save_atomic({**payload, "memory": memory_state(memory, trust)}, best)
         self.log(f"kept {len(memory)} past cases in {best}; out of scope below similarity "
                  f"{trust.scope_threshold:.3f} (flags {trust.flag_rate:.0%} of dev)")
 

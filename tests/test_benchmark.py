@@ -81,7 +81,8 @@ def test_the_gpu_benchmark_measures_every_section_through_the_cli(tmp_path_facto
 
 @pytest.mark.slow
 def test_the_trust_benchmark_prints_every_table_on_the_tiny_run(tmp_path_factory, tmp_path, monkeypatch, capsys):
-    """scripts/benchmark_trust.py end to end: every table, and the look-up's cost for the UI, batches and a file."""
+    """scripts/benchmark_trust.py end to end: every table, and the look-up's cost for the UI, batches, a file job and
+    the command line."""
     run = trained(tmp_path_factory.getbasetemp())
     in_scope, out_of_scope = tmp_path / "in.txt", tmp_path / "out.txt"
     in_scope.write_text("pump vibrating\nmotor too hot\n", encoding="utf-8")
@@ -95,8 +96,8 @@ def test_the_trust_benchmark_prints_every_table_on_the_tiny_run(tmp_path_factory
     for title in ("## 1.", "## 2.", "## 3.", "## 4."):
         assert title in printed
     costs = printed.split("## 4.")[1].splitlines()
-    for label in ("one alert per call", "64 alerts per call", "a file job"):
-        [row] = [line for line in costs if line.startswith(f"| {label} |")]
+    for label in ("one alert per call |", "64 alerts per call |", "a file job |", "a command line, "):
+        [row] = [line for line in costs if line.startswith(f"| {label}")]
         plain, judged, ratio = (cell.strip() for cell in row.split("|")[2:5])
         median, spread = ratio.split(" ")
         low, high = (float(x) for x in spread.strip("()").split("-"))
