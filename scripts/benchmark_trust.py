@@ -43,7 +43,7 @@ import torch
 from sacrebleu.metrics import BLEU
 from sklearn.model_selection import KFold
 
-from seq2seq.checkpoint import load_model, read_checkpoint, save_atomic
+from seq2seq.checkpoint import load_model, save_atomic
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.data import source_batch
@@ -171,8 +171,7 @@ def cost_table(plain: Recommender, judged: Recommender, alerts: list[str], repea
     print("| calls | without look-up (ms) | with look-up (ms) | ratio: median of the repeats' (range) |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
-        log = Path(folder) / "alerts.txt"
-        log.write_text("".join(f"{' '.join(alert.split())}\n" for alert in alerts), encoding="utf-8")
+        log = alert_log(Path(folder), alerts)
 
         def seconds(recommender: Recommender, batch: int | None) -> float:
             """CPU time (other jobs on the machine do not count) of the alerts in calls of ``batch``, or as a file."""
@@ -186,8 +185,7 @@ def cost_table(plain: Recommender, judged: Recommender, alerts: list[str], repea
                 for start in range(0, len(alerts), batch):
                     recommender.recommend(alerts[start:start + batch])
             spent = time.process_time() - started
-            for written in Path(folder).glob("out.jsonl*"):  # the output and its job record
-                written.unlink()
+            remove_outputs(Path(folder))
             return spent
 
         for label, batch in (("one alert per call", 1), ("64 alerts per call", 64), ("a file job", None)):
@@ -204,13 +202,24 @@ def print_cost(label: str, runs: dict[str, list[float]]) -> None:
           f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
 
 
-def command_line_cost(translator: str, judged: Recommender, alerts: list[str], repeats: int) -> None:
+def alert_log(folder: Path, alerts: list[str]) -> Path:
+    """The alerts as a .txt log in ``folder``, one per line."""
+    log = folder / "alerts.txt"
+    log.write_text("".join(f"{' '.join(alert.split())}\n" for alert in alerts), encoding="utf-8")
+    return log
+
+
+def remove_outputs(folder: Path) -> None:
+    """A file job's output in ``folder`` and its job record, so that the next repeat starts a new job."""
+    for written in folder.glob("out.jsonl*"):
+        written.unlink()
+
+
+def command_line_cost(payload: dict, judged: Recommender, alerts: list[str], repeats: int) -> None:
     """Wall time per alert of ``seq2seq translate --input`` (its own rows/s, start-up and load left out) with the
-    translator as a checkpoint without a memory and with the one fitted here, by turns."""
-    payload = read_checkpoint(translator)
+    translator's checkpoint ``payload`` saved without a memory and with the one fitted here, by turns."""
     with tempfile.TemporaryDirectory() as folder:
-        log, out = Path(folder) / "alerts.txt", Path(folder) / "out.jsonl"
-        log.write_text("".join(f"{' '.join(alert.split())}\n" for alert in alerts), encoding="utf-8")
+        log, out = alert_log(Path(folder), alerts), Path(folder) / "out.jsonl"
         models = {"plain": Path(folder) / "plain.pt", "judged": Path(folder) / "judged.pt"}
         save_atomic({key: value for key, value in payload.items() if key != "memory"}, models["plain"])
         save_atomic({**payload, "memory": memory_state(judged.memory, judged.trust_model)}, models["judged"])
@@ -221,8 +230,7 @@ def command_line_cost(translator: str, judged: Recommender, alerts: list[str], r
                                        str(log), "--output", str(out), "--beam-size", "1"],
                                       capture_output=True, text=True, check=True)
                 runs[name].append(1000 / float(re.findall(r"\(([\d.]+) rows/s\)", done.stderr)[-1]))
-                for written in Path(folder).glob("out.jsonl*"):
-                    written.unlink()
+                remove_outputs(Path(folder))
     print_cost(f"a command line, {len(alerts)} dev alerts, its workers (wall time)", runs)
 
 
@@ -247,7 +255,7 @@ def main() -> int:
     torch.set_num_threads(1)  # like the UI's decoding worker; timings comparable run to run
     read = lambda path: read_parallel(path, args.source_column, args.target_column)  # noqa: E731
     train, dev = read(args.train), read(args.dev)
-    model, tokenizer, _ = load_model(args.translator)
+    model, tokenizer, payload = load_model(args.translator)
     plain = Recommender(model, tokenizer)
     memory, trust = fit_case_memory(plain, train, dev)
     judged = Recommender(model, tokenizer, memory=memory, trust=trust)
@@ -261,7 +269,7 @@ def main() -> int:
     selective_table(judged, splits)
     verdict_table(judged, lists, dev)
     cost_table(plain, judged, [e.source for e in dev.examples][:200], args.repeats)
-    command_line_cost(args.translator, judged, [e.source for e in dev.examples if e.source.strip()], args.repeats)
+    command_line_cost(payload, judged, [e.source for e in dev.examples if e.source.strip()], args.repeats)
     return 0
 
 
