@@ -5,7 +5,7 @@
         --in-scope data/trust/in_scope.txt --out-of-scope data/trust/out_of_scope.txt
     python scripts/benchmark_trust.py --translator MAINTNET/best.pt --train ../shared/data/maintnet/train.tsv \
         --dev ../shared/data/maintnet/dev.tsv --source-column problem --target-column action \
-        --out-of-scope data/trust/out_of_scope.txt [--test test.tsv]
+        --out-of-scope data/trust/out_of_scope.txt data/trust/out_of_scope_heldout.txt [--test test.tsv]
 
 The case memory and trust model are fitted afresh from --train and --dev (as ``seq2seq train`` does
 when it ends), so a checkpoint written before case memories existed can be measured too. Tables:
@@ -18,7 +18,7 @@ when it ends), so a checkpoint written before case memories existed can be measu
    selection by the model's per-piece probability alone, on dev (and --test); on dev also out of
    sample (trust fitted on the other folds) with the first three signals, the first five and all, and the
    ceilings: the selection by each answer's sentence chrF or BLEU against its reference;
-3. verdicts on each alert list;
+3. verdicts on each alert list (the out-of-scope lists named by their file after the first);
 4. cost per alert: greedy recommendation with and without the case look-up, one alert per call, 64 per
    call and as a file job (medians of --repeats by turns, and the range of the repeats' ratios), and as a
    command line, ``seq2seq translate --input``, over every dev alert (the job's own rows/s, wall time).
@@ -249,7 +249,7 @@ def main() -> int:
     p.add_argument("--source-column")
     p.add_argument("--target-column")
     p.add_argument("--in-scope", help="alerts about the catalog's equipment, one per line")
-    p.add_argument("--out-of-scope", help="alerts the translator should refuse, one per line")
+    p.add_argument("--out-of-scope", nargs="+", default=[], help="alerts the translator should refuse, one per line")
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
     torch.set_num_threads(1)  # like the UI's decoding worker; timings comparable run to run
@@ -261,9 +261,11 @@ def main() -> int:
     judged = Recommender(model, tokenizer, memory=memory, trust=trust)
     print(f"# Trust benchmark: {args.translator} ({model.config.attention}), train {args.train}, dev {args.dev}")
     print(f"trust model: weights {dict(zip(trust.features, trust.weights, strict=True))}, "
-          f"bias {trust.bias:.3f}, out of scope below {trust.scope_threshold:.3f}")
-    lists = {name: read_alerts(path) for name, path in (("in-scope", args.in_scope),
-                                                         ("out-of-scope", args.out_of_scope)) if path}
+          f"bias {trust.bias:.3f}, out of scope below {trust.scope_threshold:.3f} "
+          f"({trust.scope_threshold + trust.unfamiliar_penalty:.3f} for alerts of mostly new words)")
+    named = [("in-scope", args.in_scope), *((f"out-of-scope{f' ({Path(path).stem})' if i else ''}", path)
+                                            for i, path in enumerate(args.out_of_scope))]
+    lists = {name: read_alerts(path) for name, path in named if path}
     similarity_table(plain, memory, dev, lists)
     splits = {"dev": dev, **({"test": read(args.test)} if args.test else {})}
     selective_table(judged, splits)

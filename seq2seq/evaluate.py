@@ -91,7 +91,8 @@ def fit_trust_on(recommender: Recommender, memory: CaseMemory, dev: ParallelCorp
     answers = judged.recommend([e.source for e in examples], SearchConfig(), batch_size=128)
     kept = [(r, e) for r, e in zip(answers, examples, strict=True) if r.candidates]
     _, signals = judged.signals([r for r, _ in kept])
-    return fit_trust(signals, sentence_chrf([r.text for r, _ in kept], [e.target for _, e in kept]), flag_rate)
+    return fit_trust(signals, sentence_chrf([r.text for r, _ in kept], [e.target for _, e in kept]), flag_rate,
+                     known_words=memory.known_words([r.alert for r, _ in kept]))
 
 
 def sentence_chrf(hypotheses: list[str], references: list[str]) -> list[float]:

@@ -5,10 +5,8 @@ cosine between TF-IDF vectors of character n-grams within words (scikit-learn). 
 match the way technicians abbreviate and misspell ("hyd press lo", "hydraulic pressure low");
 ``scripts/benchmark_trust.py`` compares this with the translator's own encoder representation
 (docs/trust.md). The same kind of vector on the action side says how far a generated action agrees
-with what the nearest past cases did.
-
-The memory travels in the checkpoint as plain strings (``state_dict``); the index is rebuilt from
-them when the checkpoint loads, deterministically.
+with what the nearest past cases did. The memory travels in the checkpoint as plain strings
+(``state_dict``); the index is rebuilt from them when the checkpoint loads, deterministically.
 
 A query shares some n-gram with nearly every past alert, so scoring them all costs what the decoding
 of a batch does. A large memory is therefore searched in two steps (``seq2seq.fast.cosines``): nearly
@@ -20,6 +18,7 @@ whose bound reaches the k-th best; the answer is the same as scoring every case,
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +43,7 @@ PAST_VECTORS = 4096  # past actions kept as dicts for the dict loops (common act
 GROUP_CELLS = 1 << 22  # bounds (alerts x distinct past alerts) one look-up computes at most when batches are grouped
 LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
 LONG_C = 0.3  # regularisation of long_answer's logistic regression (0.1 to 1 measured alike: docs/trust.md)
+WORD = re.compile(r"[^\W_]+")  # a word of an alert, for known_words
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,7 @@ class CaseMemory:
         self._action_rows = self.action_vector.rows(list(self._action_number))  # (A, F') in the dicts' order
         self._past_dicts: dict[int, dict[int, float]] = {}  # past actions met by the dict loops
         self._long_weights, self._long_bias = _long_answers(fitted[self._alert_row], self.actions)
+        self._words = {word for alert in distinct for word in WORD.findall(alert.lower())}
 
     def __len__(self) -> int:
         return len(self.alerts)
@@ -223,13 +224,11 @@ class CaseMemory:
         offsets, gram = segments(indptr, query.columns)
         return np.bincount(indices[offsets], weights=data[offsets] * query.values[gram], minlength=self._distinct)
 
-    def agreement(self, actions: list[str], cases: list[list[Case]]) -> list[float]:
-        """``agreement_and_consensus``'s agreement alone."""
-        return self.agreement_and_consensus(actions, cases)[0]
-
-    def consensus(self, cases: list[list[Case]]) -> list[float]:
-        """``agreement_and_consensus``'s consensus alone."""
-        return self.agreement_and_consensus(None, cases)[1]
+    def known_words(self, alerts: list[str]) -> list[float]:
+        """For each alert, the share of its words (runs of letters and digits, case aside) that past alerts used;
+        0 for an alert without a word. An alert of mostly new words is about something else (docs/trust.md)."""
+        words = [WORD.findall(normalize(alert).lower()) for alert in alerts]
+        return [sum(word in self._words for word in found) / len(found) if found else 0.0 for found in words]
 
     def agreement_and_consensus(self, actions: list[str] | None,
                                 cases: list[list[Case]]) -> tuple[list[float], list[float]]:

@@ -190,8 +190,9 @@ class Recommender:
         cases, signals = self.signals(answered, similar)
         trust = self.trust_model.trust(signals)
         nearest = signals[:, FEATURES.index("nearest_similarity")]
-        for r, found, t, s in zip(answered, cases, trust.tolist(), nearest.tolist(), strict=True):
-            yield replace(r, trust=t, verdict=self.trust_model.verdict(t, s), similar=found[:similar])
+        known = self.memory.known_words([r.alert for r in answered])
+        for r, found, t, s, w in zip(answered, cases, trust.tolist(), nearest.tolist(), known, strict=True):
+            yield replace(r, trust=t, verdict=self.trust_model.verdict(t, s, w), similar=found[:similar])
 
     def signals(self, answered: list[Recommendation], k: int = TRUST_NEIGHBOURS) -> tuple[list[list[Case]], np.ndarray]:
         """The ``k`` nearest past cases of each answered alert and the trust FEATURES of its best candidate."""

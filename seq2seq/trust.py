@@ -18,9 +18,12 @@ Six signals, each cheap beside the decoding:
 probability that the answer is a usable one (sentence chrF against the reference at least
 ``GOOD_CHRF``), on standardised signals (the scaling folded into the stored weights). The verdict:
 ``out-of-scope`` when the nearest case is less similar than the threshold that calls ``flag_rate``
-of the in-domain dev alerts out of scope (the rest are in the training history's neighbourhood);
-else ``uncertain`` when trust is below one half (the answer is more likely unusable than usable);
-else ``confident``. Fitted values travel in the checkpoint.
+of the in-domain dev alerts out of scope (the rest are in the training history's neighbourhood); an
+alert most of whose words no past alert used ("server room UPS beeping" to an aircraft logbook) is
+held to a stricter threshold, the similarity that would flag ``UNFAMILIAR_RATE`` of dev, by taking the
+difference off its similarity before the test, the one threshold fitted again on those scores; else
+``uncertain`` when trust is below one half (the answer is more likely unusable than usable); else
+``confident``. Fitted values travel in the checkpoint.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ TRUST_NEIGHBOURS = 3  # cases whose actions the answer is compared with (indepen
 GOOD_CHRF = 50.0  # a dev answer sharing at least half its character n-grams with the reference is usable
 FLAG_RATE = 0.01  # share of in-domain dev alerts called out of scope (docs/trust.md: why not 5%)
 UNCERTAIN_BELOW = 0.5  # trust under which an answer is more likely unusable than usable
+UNFAMILIAR_BELOW = 0.5  # share of its words past alerts used (CaseMemory.known_words) below which it is unfamiliar
+UNFAMILIAR_RATE = 0.05  # an unfamiliar alert is out of scope below the similarity that flags this share of dev
 # What an out-of-scope verdict says wherever a recommendation appears (UI, translate, rul alerts).
 UNLIKE_HISTORY = "unlike every alert in the training history"
 NOT_ADVICE = "the model's guess, not advice"
@@ -59,6 +64,7 @@ class TrustModel:
     flag_rate: float = FLAG_RATE  # share of the dev alerts the threshold was fitted to flag
     uncertain_below: float = UNCERTAIN_BELOW
     features: tuple[str, ...] = FEATURES  # which of FEATURES the weights are for, in order
+    unfamiliar_penalty: float = 0.0  # similarity taken off an unfamiliar alert's before the scope test (0: before)
 
     def trust(self, features: np.ndarray) -> np.ndarray:
         """``features`` (B, len(FEATURES)) -> trust (B,) in [0, 1]."""
@@ -71,8 +77,10 @@ class TrustModel:
         with np.errstate(over="ignore"):  # exp(-z) = inf for a very negative z gives trust 0, as it should
             return 1.0 / (1.0 + np.exp(-logits))
 
-    def verdict(self, trust: float, nearest_similarity: float) -> str:
-        if nearest_similarity < self.scope_threshold:
+    def verdict(self, trust: float, nearest_similarity: float, known_words: float = 1.0) -> str:
+        """``known_words``: the share of the alert's words past alerts used (``CaseMemory.known_words``)."""
+        penalty = self.unfamiliar_penalty if known_words < UNFAMILIAR_BELOW else 0.0
+        if nearest_similarity - penalty < self.scope_threshold:
             return "out-of-scope"
         return "uncertain" if trust < self.uncertain_below else "confident"
 
@@ -84,6 +92,7 @@ class TrustModel:
         try:
             weights = tuple(float(w) for w in state["weights"])
             numbers = {name: float(state[name]) for name in ("bias", "scope_threshold", "flag_rate", "uncertain_below")}
+            numbers["unfamiliar_penalty"] = float(state.get("unfamiliar_penalty", 0.0))  # absent: fitted before
             names = tuple(str(name) for name in state.get("features", FIRST_FEATURES))  # absent: fitted before
         except (KeyError, TypeError, ValueError) as err:
             raise CheckpointError(f"{where}: malformed ({err!r})") from None
@@ -102,9 +111,10 @@ def features(log_probs: list[float], pieces: list[int], nearest: list[float], ag
 
 
 def fit_trust(answer_features: np.ndarray, chrf: list[float], flag_rate: float = FLAG_RATE,
-              signals: tuple[str, ...] = FEATURES) -> TrustModel:
+              signals: tuple[str, ...] = FEATURES, known_words: list[float] | None = None) -> TrustModel:
     """Fit the trust model on dev answers: their FEATURES (B, len(FEATURES)) and their sentence chrF
-    against the references; the weights read only ``signals`` (the benchmark's ablation)."""
+    against the references; the weights read only ``signals`` (the benchmark's ablation). With the alerts'
+    ``known_words`` the scope test also weighs unfamiliar alerts (module docstring)."""
     if len(chrf) == 0:
         raise ValueError("fitting trust needs at least one dev answer")
     scores = np.asarray(chrf, dtype=np.float64)
@@ -112,9 +122,15 @@ def fit_trust(answer_features: np.ndarray, chrf: list[float], flag_rate: float =
     if min(good.sum(), (~good).sum()) < MIN_CLASS:  # nearly all usable (or not): rank against the median
         good = scores > np.median(scores)
     nearest = answer_features[:, FEATURES.index("nearest_similarity")]
+    penalty = 0.0
+    if known_words is not None and 0 < flag_rate < UNFAMILIAR_RATE:
+        penalty = max(0.0, float(np.quantile(nearest, UNFAMILIAR_RATE, method="lower")
+                                 - np.quantile(nearest, flag_rate, method="lower")))
+        nearest = nearest - penalty * (np.asarray(known_words) < UNFAMILIAR_BELOW)
     threshold = float(np.quantile(nearest, flag_rate, method="lower")) if flag_rate > 0 else 0.0
     if good.all() or not good.any():  # one class even so: trust follows the signals with equal weights
-        return TrustModel((1.0,) * len(signals), -1.0, threshold, flag_rate, features=signals)
+        return TrustModel((1.0,) * len(signals), -1.0, threshold, flag_rate, features=signals,
+                          unfamiliar_penalty=penalty)
     # Standardised, so that the regularisation weighs the signals alike whatever their units; the
     # scaling is folded back into the weights: w . (x - mean) / scale + b = (w / scale) . x + b'.
     # A signal (nearly) constant on dev is left unscaled: dividing by its tiny spread would give it a
@@ -125,4 +141,5 @@ def fit_trust(answer_features: np.ndarray, chrf: list[float], flag_rate: float =
     regression = LogisticRegression(C=1.0).fit((used - mean) / scale, good)
     weights = regression.coef_[0] / scale
     bias = regression.intercept_[0] - float(weights @ mean)
-    return TrustModel(tuple(float(w) for w in weights), float(bias), threshold, flag_rate, features=signals)
+    return TrustModel(tuple(float(w) for w in weights), float(bias), threshold, flag_rate, features=signals,
+                      unfamiliar_penalty=penalty)

@@ -84,17 +84,21 @@ def test_the_trust_benchmark_prints_every_table_on_the_tiny_run(tmp_path_factory
     """scripts/benchmark_trust.py end to end: every table, and the look-up's cost for the UI, batches, a file job and
     the command line."""
     run = trained(tmp_path_factory.getbasetemp())
-    in_scope, out_of_scope = tmp_path / "in.txt", tmp_path / "out.txt"
+    in_scope, out_of_scope, held_out = tmp_path / "in.txt", tmp_path / "out.txt", tmp_path / "held_out.txt"
     in_scope.write_text("pump vibrating\nmotor too hot\n", encoding="utf-8")
     out_of_scope.write_text("kitchen sink drain blocked\nprinter out of toner\n", encoding="utf-8")
+    held_out.write_text("garage door opener remote lost\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(SCRIPTS))
     monkeypatch.setattr(sys, "argv", [
         "benchmark_trust.py", "--translator", str(run.best), "--train", str(run.data.train), "--dev",
-        str(run.data.dev), "--in-scope", str(in_scope), "--out-of-scope", str(out_of_scope), "--repeats", "2"])
+        str(run.data.dev), "--in-scope", str(in_scope), "--out-of-scope", str(out_of_scope), str(held_out),
+        "--repeats", "2"])
     assert load_script("benchmark_trust").main() == 0
     printed = capsys.readouterr().out
     for title in ("## 1.", "## 2.", "## 3.", "## 4."):
         assert title in printed
+    verdicts = printed.split("## 3.")[1].split("## 4.")[0]
+    assert "| out-of-scope | 2 |" in verdicts and "| out-of-scope (held_out) | 1 |" in verdicts
     costs = printed.split("## 4.")[1].splitlines()
     for label in ("one alert per call |", "64 alerts per call |", "a file job |", "a command line, "):
         [row] = [line for line in costs if line.startswith(f"| {label}")]

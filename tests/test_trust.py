@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +24,17 @@ from seq2seq.fast.cosines import csr_rows
 from seq2seq.memory import Case, CaseMemory
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import normalize
-from seq2seq.trust import CASE_FEATURES, FEATURES, FIRST_FEATURES, VERDICTS, TrustModel, features, fit_trust
+from seq2seq.trust import (
+    CASE_FEATURES,
+    FEATURES,
+    FIRST_FEATURES,
+    UNFAMILIAR_BELOW,
+    UNFAMILIAR_RATE,
+    VERDICTS,
+    TrustModel,
+    features,
+    fit_trust,
+)
 
 ALERTS, ACTIONS = [a for a, _ in TINY_PAIRS], [b for _, b in TINY_PAIRS]
 
@@ -200,16 +212,17 @@ def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memor
     vector = lambda case: large_memory.action_vector(case.action)  # noqa: E731
     expected = [min(1.0, max((dict_dot(large_memory.action_vector(answer), vector(c)) for c in found), default=0.0))
                 for answer, found in zip(answers, cases, strict=True)]
-    assert large_memory.agreement(answers, cases) == expected and expected[2] == pytest.approx(1.0, abs=1e-6)
+    assert expected[2] == pytest.approx(1.0, abs=1e-6)
     consensus = [min(1.0, max((dict_dot(vector(found[0]), vector(c)) for c in found[1:]), default=0.0))
                  for found in cases]
-    assert large_memory.consensus(cases) == consensus
+    assert large_memory.agreement_and_consensus(None, cases)[1] == consensus  # consensus alone
     assert large_memory.agreement_and_consensus(answers, cases) == (expected, consensus)  # in one pass
     assert len(cases) >= memory_module.BOUND_MIN_BATCH  # the arrays above; one alert at a time, dict loops:
     assert [large_memory.agreement_and_consensus([a], [c]) for a, c in zip(answers, cases, strict=True)] == \
            [([e], [n]) for e, n in zip(expected, consensus, strict=True)]
-    assert large_memory.agreement([], []) == [] and large_memory.consensus([[], cases[0][:1]]) == [0.0, 0.0]
-    assert large_memory.consensus([[], *cases])[0] == 0.0  # no case, in a batch
+    assert large_memory.agreement_and_consensus([], []) == ([], [])
+    assert large_memory.agreement_and_consensus(None, [[], cases[0][:1]]) == ([], [0.0, 0.0])
+    assert large_memory.agreement_and_consensus(None, [[], *cases])[1][0] == 0.0  # no case, in a batch
 
 
 def test_query_vectors_are_the_same_when_the_word_cache_starts_again(memory, monkeypatch):
@@ -221,7 +234,7 @@ def test_query_vectors_are_the_same_when_the_word_cache_starts_again(memory, mon
 
 def test_agreement_is_one_for_an_action_a_case_took_and_lower_for_another(memory):
     cases = memory.nearest(["pump vibration high", "pump vibration high"], 3)
-    high, low = memory.agreement(["inspect pump bearings", "top up coolant"], cases)
+    high, low = memory.agreement_and_consensus(["inspect pump bearings", "top up coolant"], cases)[0]
     assert high == pytest.approx(1.0, abs=1e-5) and low < high
 
 
@@ -229,9 +242,9 @@ def test_consensus_is_one_when_the_nearest_cases_did_the_same_and_zero_without_a
     pair = memory.nearest(["pump vibration high"], 2)[0]
     same = [pair[0], Case("another alert", pair[0].action, 0.5)]
     memory_with_repeat = CaseMemory([*ALERTS, same[1].alert], [*ACTIONS, same[1].action])
-    assert memory_with_repeat.consensus([same])[0] == pytest.approx(1.0, abs=1e-5)
-    assert memory.consensus([pair[:1], []]) == [0.0, 0.0]
-    assert 0.0 <= memory.consensus([pair])[0] <= 1.0
+    assert memory_with_repeat.agreement_and_consensus(None, [same])[1][0] == pytest.approx(1.0, abs=1e-5)
+    assert memory.agreement_and_consensus(None, [pair[:1], []])[1] == [0.0, 0.0]
+    assert 0.0 <= memory.agreement_and_consensus(None, [pair])[1][0] <= 1.0
 
 
 def test_long_answer_learns_which_alerts_the_history_answered_at_length():
@@ -263,7 +276,7 @@ def test_a_memory_of_a_few_pairs_or_a_few_wordings_builds_and_finds_its_own_case
     for alert, action in pairs:
         [first] = memory.nearest([alert], 1)[0]
         assert (first.alert, first.action) == (alert, action) and first.similarity == pytest.approx(1.0, abs=1e-5)
-        assert memory.agreement([action], [[first]]) == [pytest.approx(1.0, abs=1e-5)]
+        assert memory.agreement_and_consensus([action], [[first]])[0] == [pytest.approx(1.0, abs=1e-5)]
 
 
 def test_training_on_three_pairs_ends_with_a_memory(tmp_path):
@@ -280,6 +293,7 @@ def test_a_trust_model_fitted_before_the_last_signals_loads_and_reads_only_its_o
     old_state = {"weights": [2.0, 1.0, -1.0], "bias": 0.5, "scope_threshold": 0.3, "flag_rate": 0.01,
                  "uncertain_below": 0.5}  # as checkpoints before the second-case signals stored it
     model = TrustModel.from_state_dict(old_state)
+    assert model.unfamiliar_penalty == 0.0 and model.verdict(0.9, 0.31, 0.0) == "confident"  # words weigh nothing
     signals = np.random.default_rng(1).uniform(0, 1, (50, len(FEATURES)))
     expected = 1 / (1 + np.exp(-(signals[:, :3] @ np.array([2.0, 1.0, -1.0]) + 0.5)))
     np.testing.assert_allclose(model.trust(signals), expected)
@@ -344,6 +358,43 @@ def test_the_scope_threshold_flags_at_most_the_stated_share_of_the_split_it_was_
     assert flagged >= rate * n - 1 - sum(s == model.scope_threshold for s in nearest)  # ties stay in scope
 
 
+@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.sampled_from([0.0, 0.2, 0.5, 1.0])), min_size=20, max_size=300),
+       st.sampled_from([0.01, 0.02, 0.04]))
+@settings(max_examples=60, deadline=None)
+def test_unfamiliar_alerts_are_held_to_a_stricter_threshold_and_the_split_still_flags_its_share(alerts, rate):
+    nearest, known = [s for s, _ in alerts], [k for _, k in alerts]
+    n = len(nearest)
+    signals = features([-0.5] * n, [4] * n, nearest, [0.5] * n, nearest, [0.5] * n, [0.0] * n)
+    model = fit_trust(signals, [float(i % 100) for i in range(n)], rate, known_words=known)
+    scores = [s - (model.unfamiliar_penalty if k < UNFAMILIAR_BELOW else 0.0) for s, k in alerts]
+    flagged = sum(model.verdict(0.9, s, k) == "out-of-scope" for s, k in alerts)
+    assert flagged <= rate * n + 1e-9
+    assert flagged >= rate * n - 1 - sum(s == model.scope_threshold for s in scores)  # ties stay in scope
+    strict = np.quantile(nearest, UNFAMILIAR_RATE, method="lower") - np.quantile(nearest, rate, method="lower")
+    assert model.unfamiliar_penalty == pytest.approx(max(0.0, strict))
+
+
+def test_an_alert_of_mostly_new_words_is_out_of_scope_where_a_familiar_one_is_not():
+    nearest = np.linspace(0.0, 1.0, 201)
+    signals = features([-0.5] * 201, [4] * 201, nearest.tolist(), [0.5] * 201, nearest.tolist(), [0.5] * 201,
+                       [0.0] * 201)
+    model = fit_trust(signals, [float(i % 100) for i in range(201)], 0.01, known_words=[1.0] * 201)
+    assert model.scope_threshold == pytest.approx(0.01) and model.unfamiliar_penalty == pytest.approx(0.04)
+    assert TrustModel.from_state_dict(model.state_dict()) == model
+    between = 0.03  # above the threshold, below the one unfamiliar alerts are held to
+    assert model.verdict(0.9, between, 1.0) == model.verdict(0.9, between, 0.5) == "confident"
+    assert model.verdict(0.9, between, 0.49) == model.verdict(0.9, between, 0.0) == "out-of-scope"
+    assert model.verdict(0.9, 0.06, 0.0) == "confident"  # close enough to a past case even so
+    assert fit_trust(signals, [float(i % 100) for i in range(201)], 0.01).unfamiliar_penalty == 0.0  # no words given
+
+
+def test_known_words_is_the_share_of_an_alerts_words_that_past_alerts_used():
+    memory = CaseMemory(["HYD PUMP #2 LEAKING.", "L/H ENG OIL PRESS LOW"], ["REPLACED SEAL", "TOPPED OIL"])
+    assert memory.known_words(["hyd pump leaking", "Kitchen pump", "l-h eng 2", "###", "sink drain", ""]) == \
+        [1.0, 0.5, 1.0, 0.0, 0.0, 0.0]
+    assert memory.known_words([]) == []
+
+
 def test_trust_is_in_the_unit_interval_and_grows_with_agreement():
     rng = np.random.default_rng(0)
     signals = rng.uniform(0, 1, (200, len(FEATURES)))
@@ -371,6 +422,17 @@ def test_a_trained_checkpoint_carries_its_memory_and_judges_every_answer(tmp_pat
     long_answer = recommender.memory.long_answer([r.alert for r in results[:2]])
     assert signals[:, FEATURES.index("long_answer")].tolist() == long_answer
     assert recommender.recommend(["pump vibration high"], similar=0)[0].similar == []
+    assert recommender.trust_model.unfamiliar_penalty >= 0.0  # fitted with the dev alerts' known words
+
+
+def test_recommendations_weigh_the_alerts_known_words_in_their_verdict(tmp_path_factory):
+    recommender = Recommender.from_checkpoint(trained(tmp_path_factory.getbasetemp()).best)
+    alerts = ["pump vibration high", "valve pump kitchen", "kitchen sink drain blocked"]  # all, half, none known
+    assert recommender.memory.known_words(alerts) == [1.0, pytest.approx(2 / 3), 0.0]
+    # No similarity is out of scope, but an alert of mostly new words is, whatever its similarity:
+    recommender.trust_model = replace(recommender.trust_model, scope_threshold=-1.0, unfamiliar_penalty=3.0)
+    assert [r.verdict == "out-of-scope" for r in recommender.recommend(alerts)] == [False, False, True]
+    assert [r.verdict == "out-of-scope" for r in recommender.recommend(alerts, batch_size=1)] == [False, False, True]
 
 
 def test_a_checkpoint_without_a_memory_loads_translates_and_says_so_once(tmp_path_factory, tmp_path, caplog):

@@ -15,7 +15,7 @@ import numpy as np
 
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.rul.monitor import EngineReport
-from seq2seq.trust import FLAG_RATE, NOT_ADVICE, UNLIKE_HISTORY
+from seq2seq.trust import FLAG_RATE, NOT_ADVICE, UNFAMILIAR_RATE, UNLIKE_HISTORY
 from seq2seq.words import word_attention
 
 CONFIDENCE_NOTE = ("score = log P(recommendation | alert), divided by GNMT's length penalty under beam search; "
@@ -80,7 +80,8 @@ TRUST_NOTE = ("trust = the probability, fitted on the dev split, that an answer 
               "per-piece probability, how similar the nearest past cases are, whether the answer agrees with "
               "what they did, whether they agree among themselves and whether alerts like it were answered at "
               "length (narratives, which no model words alike); out of scope = less similar to every past "
-              f"alert than all but {FLAG_RATE:.0%} of the dev alerts. Answers with higher trust are right more often: "
+              f"alert than all but {FLAG_RATE:.0%} of the dev alerts ({UNFAMILIAR_RATE:.0%} for an alert most of whose "
+              "words no past alert used). Answers with higher trust are right more often: "
               "`seq2seq evaluate --json` reports, under \"selective\", the scores of the 90%, 80%, ... of answers "
               "the model is surest of")
 
