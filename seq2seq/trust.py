@@ -79,8 +79,7 @@ class TrustModel:
 
     def verdict(self, trust: float, nearest_similarity: float, known_words: float = 1.0) -> str:
         """``known_words``: the share of the alert's words past alerts used (``CaseMemory.known_words``)."""
-        penalty = self.unfamiliar_penalty if known_words < UNFAMILIAR_BELOW else 0.0
-        if nearest_similarity - penalty < self.scope_threshold:
+        if scope_score(nearest_similarity, known_words, self.unfamiliar_penalty) < self.scope_threshold:
             return "out-of-scope"
         return "uncertain" if trust < self.uncertain_below else "confident"
 
@@ -101,6 +100,12 @@ class TrustModel:
         if len(weights) != len(names) or not all(map(math.isfinite, [*weights, *numbers.values()])):
             raise CheckpointError(f"{where}: expected {len(names)} finite weights and finite thresholds")
         return cls(weights, **numbers, features=names)
+
+def scope_score(nearest_similarity, known_words, penalty: float):
+    """What the scope test compares with its threshold: the nearest similarity, less ``penalty`` for an alert
+    most of whose words are new (floats or arrays alike, so that fitting and judging subtract the same way)."""
+    return nearest_similarity - penalty * (known_words < UNFAMILIAR_BELOW)
+
 
 def features(log_probs: list[float], pieces: list[int], nearest: list[float], agreement: list[float],
              second: list[float], consensus: list[float], long_answer: list[float]) -> np.ndarray:
@@ -126,7 +131,7 @@ def fit_trust(answer_features: np.ndarray, chrf: list[float], flag_rate: float =
     if known_words is not None and 0 < flag_rate < UNFAMILIAR_RATE:
         penalty = max(0.0, float(np.quantile(nearest, UNFAMILIAR_RATE, method="lower")
                                  - np.quantile(nearest, flag_rate, method="lower")))
-        nearest = nearest - penalty * (np.asarray(known_words) < UNFAMILIAR_BELOW)
+        nearest = scope_score(nearest, np.asarray(known_words), penalty)
     threshold = float(np.quantile(nearest, flag_rate, method="lower")) if flag_rate > 0 else 0.0
     if good.all() or not good.any():  # one class even so: trust follows the signals with equal weights
         return TrustModel((1.0,) * len(signals), -1.0, threshold, flag_rate, features=signals,
