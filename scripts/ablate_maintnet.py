@@ -9,7 +9,11 @@ read as JSON, else kept as a string). Every (variant, seed) run goes through the
 (``seq2seq train`` then ``seq2seq evaluate --json`` greedily and with ``--beam``), into
 OUTPUT_DIR/VARIANT/seedS; a finished run's scores are kept in its ``scores.json`` and read back on
 a second call, so an interrupted ablation resumes where it stopped. ``--ensemble`` also decodes all
-seeds of a variant together (``seq2seq ensemble``). Selection data only: dev, never the test split.
+seeds of a variant together (``seq2seq ensemble``), or with ``--ensemble-size K`` each run of K consecutive
+seeds, as the recipe with ``train.members: K`` and ``--seed s`` trains them. ``--beam-patience`` sets the beam
+search's stopping rule (docs/recipes.md); scores taken with another search (or before the search was kept
+beside them) are taken again, the runs kept.
+Selection data only: dev, never the test split.
 
 The table gives, per variant, the median over seeds and the spread (min-max), and the median of the
 per-seed differences from the first variant (paired by seed: the seeds share initialisation luck
@@ -66,17 +70,22 @@ def run(command: list[str], log: Path) -> str:
     return done.stdout
 
 
+def search(args: argparse.Namespace) -> dict[str, float]:
+    """The beam search the beam figures are taken with (kept beside them, to tell stale scores)."""
+    return {"beam_size": args.beam, "beam_patience": args.beam_patience}
+
+
 def evaluate(model: Path, args: argparse.Namespace, beam: int, log: Path) -> float:
     out = run([sys.executable, "-m", "seq2seq", "evaluate", "--model", str(model), "--data", args.dev,
                "--source-column", args.source_column, "--target-column", args.target_column,
-               "--beam-size", str(beam), "--json"], log)
+               "--beam-size", str(beam), "--beam-patience", str(args.beam_patience), "--json"], log)
     return round(json.loads(out)["bleu"], 2)
 
 
 def train_and_score(variant: str, config: dict, seed: int, args: argparse.Namespace) -> dict:
     folder = Path(args.output_dir) / variant / f"seed{seed}"
     scores_file = folder / "scores.json"
-    if scores_file.is_file():
+    if scores_file.is_file() and json.loads(scores_file.read_text()).get("search") == search(args):
         return json.loads(scores_file.read_text())
     folder.mkdir(parents=True, exist_ok=True)
     config_file, trained, log = folder / "config.json", folder / "trained.json", folder / "log.txt"
@@ -89,7 +98,7 @@ def train_and_score(variant: str, config: dict, seed: int, args: argparse.Namesp
              "--overwrite"], log)
         trained.write_text(json.dumps({"config": config, "minutes": (time.monotonic() - start) / 60}) + "\n")
     minutes = json.loads(trained.read_text())["minutes"]
-    scores = {"variant": variant, "seed": seed, "minutes": round(minutes, 2),
+    scores = {"variant": variant, "seed": seed, "minutes": round(minutes, 2), "search": search(args),
               "greedy": evaluate(folder / "run" / "best.pt", args, 1, log),
               "beam": evaluate(folder / "run" / "best.pt", args, args.beam, log)}
     scores_file.write_text(json.dumps(scores) + "\n")
@@ -100,13 +109,14 @@ def train_and_score(variant: str, config: dict, seed: int, args: argparse.Namesp
 def ensemble_scores(variant: str, seeds: list[int], args: argparse.Namespace) -> dict:
     folder = Path(args.output_dir) / variant
     scores_file = folder / f"ensemble-{'-'.join(map(str, seeds))}.json"
-    if scores_file.is_file():
+    if scores_file.is_file() and json.loads(scores_file.read_text()).get("search") == search(args):
         return json.loads(scores_file.read_text())
     model = folder / f"ensemble-{'-'.join(map(str, seeds))}.pt"
     log = folder / "ensemble-log.txt"
     run([sys.executable, "-m", "seq2seq", "ensemble", "--inputs",
          *[str(folder / f"seed{s}" / "run" / "best.pt") for s in seeds], "--output", str(model), "--overwrite"], log)
-    scores = {"greedy": evaluate(model, args, 1, log), "beam": evaluate(model, args, args.beam, log)}
+    scores = {"search": search(args), "greedy": evaluate(model, args, 1, log),
+              "beam": evaluate(model, args, args.beam, log)}
     model.unlink()
     scores_file.write_text(json.dumps(scores) + "\n")
     return scores
@@ -122,22 +132,31 @@ def main() -> int:
     p.add_argument("--variant", action="append", required=True, help="NAME[:SECTION.KEY=VALUE,...]")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--beam-patience", type=float, default=1.0, help="beam search's patience (1: the usual rule)")
     p.add_argument("--ensemble", action="store_true", help="also decode each variant's seeds together")
+    p.add_argument("--ensemble-size", type=int, metavar="K",
+                   help="with --ensemble: each K consecutive seeds together (median and range), not all at once")
     p.add_argument("--train", default=str(MAINTNET / "train.tsv"))
     p.add_argument("--dev", default=str(MAINTNET / "dev.tsv"))
     p.add_argument("--source-column", default="problem")
     p.add_argument("--target-column", default="action")
     p.add_argument("--output-dir", default=str(ROOT / "runs" / "ablation"))
     args = p.parse_args()
+    size = args.ensemble_size or len(args.seeds)
+    if not 1 <= size <= len(args.seeds):
+        p.error(f"--ensemble-size must be in [1, {len(args.seeds)}] (the seeds given), got {size}")
+    windows = [args.seeds[i:i + size] for i in range(len(args.seeds) - size + 1)]
     base = json.loads(Path(args.base).read_text())
     variants = [parse_variant(v) for v in args.variant]
     results = {name: [train_and_score(name, merged(base, o), s, args) for s in args.seeds] for name, o in variants}
     first = results[variants[0][0]]
     print(f"MaintNet dev BLEU, {date.today()}, base {Path(args.base).name}, seeds {args.seeds}, "
+          f"beam {args.beam} with patience {args.beam_patience}, "
           f"median (min-max); delta = median per-seed difference from {variants[0][0]}")
     header = f"| variant | greedy | beam {args.beam} | delta greedy | delta beam {args.beam} | minutes per run |"
     if args.ensemble:
-        header += f" ensemble greedy | ensemble beam {args.beam} |"
+        what = f"ensembles of {size}" if len(windows) > 1 else "ensemble"
+        header += f" {what} greedy | {what} beam {args.beam} |"
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     for name, rows in results.items():
@@ -146,8 +165,8 @@ def main() -> int:
                 f"{statistics.median([r['beam'] - f['beam'] for r, f in zip(rows, first, strict=True)]):+.2f} | "
                 f"{statistics.median([r['minutes'] for r in rows]):.1f} |")
         if args.ensemble:
-            e = ensemble_scores(name, args.seeds, args)
-            line += f" {e['greedy']:.2f} | {e['beam']:.2f} |"
+            found = [ensemble_scores(name, seeds, args) for seeds in windows]
+            line += f" {spread([e['greedy'] for e in found])} | {spread([e['beam'] for e in found])} |"
         print(line)
     return 0
 

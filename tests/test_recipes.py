@@ -493,16 +493,24 @@ def test_ablate_maintnet_trains_each_variant_and_seed_through_the_cli_and_prints
     argv = ["ablate_maintnet.py", "--base", str(base), "--train", str(data.train), "--dev", str(data.dev),
             "--source-column", "source", "--target-column", "target", "--variant", "base",
             "--variant", "drop:model.dropout=0.0", "--seeds", "1", "2", "--beam", "2", "--ensemble",
-            "--output-dir", str(tmp_path / "out")]
+            "--ensemble-size", "1", "--output-dir", str(tmp_path / "out")]
     monkeypatch.setattr(sys, "argv", argv)
     assert load_script("ablate_maintnet").main() == 0
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in capsys.readouterr().out.splitlines()
             if line.startswith("| base") or line.startswith("| drop")}
     assert set(rows) == {"base", "drop"} and rows["base"][3] == "+0.00"
+    # An ensemble of one is that model: each seed's window scores what the seed's run scored.
+    assert rows["drop"][6] == rows["drop"][1] and rows["drop"][7].rstrip(" |") == rows["drop"][2]
     saved = json.loads((tmp_path / "out" / "drop" / "seed2" / "config.json").read_text())
     assert saved["model"]["dropout"] == 0.0 and saved["train"]["epochs"] == 1
+    scores = tmp_path / "out" / "drop" / "seed2" / "scores.json"
+    assert json.loads(scores.read_text())["search"] == {"beam_size": 2, "beam_patience": 1.0}
     first = (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime
     assert load_script("ablate_maintnet").main() == 0  # a second call reads the runs back
+    assert (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime == first
+    monkeypatch.setattr(sys, "argv", [*argv, "--beam-patience", "1.5"])  # another search: scored again, not trained
+    assert load_script("ablate_maintnet").main() == 0
+    assert json.loads(scores.read_text())["search"] == {"beam_size": 2, "beam_patience": 1.5}
     assert (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime == first
 
 
