@@ -75,6 +75,12 @@ def search(args: argparse.Namespace) -> dict[str, float]:
     return {"beam_size": args.beam, "beam_patience": args.beam_patience}
 
 
+def read_back(scores_file: Path, args: argparse.Namespace) -> dict | None:
+    """Scores kept from an earlier call, if they were taken with this search."""
+    scores = json.loads(scores_file.read_text()) if scores_file.is_file() else None
+    return scores if scores is not None and scores.get("search") == search(args) else None
+
+
 def evaluate(model: Path, args: argparse.Namespace, beam: int, log: Path) -> float:
     out = run([sys.executable, "-m", "seq2seq", "evaluate", "--model", str(model), "--data", args.dev,
                "--source-column", args.source_column, "--target-column", args.target_column,
@@ -85,8 +91,9 @@ def evaluate(model: Path, args: argparse.Namespace, beam: int, log: Path) -> flo
 def train_and_score(variant: str, config: dict, seed: int, args: argparse.Namespace) -> dict:
     folder = Path(args.output_dir) / variant / f"seed{seed}"
     scores_file = folder / "scores.json"
-    if scores_file.is_file() and json.loads(scores_file.read_text()).get("search") == search(args):
-        return json.loads(scores_file.read_text())
+    kept = read_back(scores_file, args)
+    if kept is not None:
+        return kept
     folder.mkdir(parents=True, exist_ok=True)
     config_file, trained, log = folder / "config.json", folder / "trained.json", folder / "log.txt"
     if not trained.is_file() or json.loads(trained.read_text())["config"] != config:
@@ -109,8 +116,9 @@ def train_and_score(variant: str, config: dict, seed: int, args: argparse.Namesp
 def ensemble_scores(variant: str, seeds: list[int], args: argparse.Namespace) -> dict:
     folder = Path(args.output_dir) / variant
     scores_file = folder / f"ensemble-{'-'.join(map(str, seeds))}.json"
-    if scores_file.is_file() and json.loads(scores_file.read_text()).get("search") == search(args):
-        return json.loads(scores_file.read_text())
+    kept = read_back(scores_file, args)
+    if kept is not None:
+        return kept
     model = folder / f"ensemble-{'-'.join(map(str, seeds))}.pt"
     log = folder / "ensemble-log.txt"
     run([sys.executable, "-m", "seq2seq", "ensemble", "--inputs",
@@ -135,14 +143,15 @@ def main() -> int:
     p.add_argument("--beam-patience", type=float, default=1.0, help="beam search's patience (1: the usual rule)")
     p.add_argument("--ensemble", action="store_true", help="also decode each variant's seeds together")
     p.add_argument("--ensemble-size", type=int, metavar="K",
-                   help="with --ensemble: each K consecutive seeds together (median and range), not all at once")
+                   help="decode each K consecutive seeds together (median and range); implies --ensemble")
     p.add_argument("--train", default=str(MAINTNET / "train.tsv"))
     p.add_argument("--dev", default=str(MAINTNET / "dev.tsv"))
     p.add_argument("--source-column", default="problem")
     p.add_argument("--target-column", default="action")
     p.add_argument("--output-dir", default=str(ROOT / "runs" / "ablation"))
     args = p.parse_args()
-    size = args.ensemble_size or len(args.seeds)
+    size = len(args.seeds) if args.ensemble_size is None else args.ensemble_size
+    args.ensemble = args.ensemble or args.ensemble_size is not None
     if not 1 <= size <= len(args.seeds):
         p.error(f"--ensemble-size must be in [1, {len(args.seeds)}] (the seeds given), got {size}")
     windows = [args.seeds[i:i + size] for i in range(len(args.seeds) - size + 1)]

@@ -492,8 +492,8 @@ def test_ablate_maintnet_trains_each_variant_and_seed_through_the_cli_and_prints
     monkeypatch.syspath_prepend(str(SCRIPTS))
     argv = ["ablate_maintnet.py", "--base", str(base), "--train", str(data.train), "--dev", str(data.dev),
             "--source-column", "source", "--target-column", "target", "--variant", "base",
-            "--variant", "drop:model.dropout=0.0", "--seeds", "1", "2", "--beam", "2", "--ensemble",
-            "--ensemble-size", "1", "--output-dir", str(tmp_path / "out")]
+            "--variant", "drop:model.dropout=0.0", "--seeds", "1", "2", "--beam", "2",
+            "--ensemble-size", "1", "--output-dir", str(tmp_path / "out")]  # ensembles of each seed alone
     monkeypatch.setattr(sys, "argv", argv)
     assert load_script("ablate_maintnet").main() == 0
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in capsys.readouterr().out.splitlines()
