@@ -262,7 +262,7 @@ def main() -> int:
     print(f"# Trust benchmark: {args.translator} ({model.config.attention}), train {args.train}, dev {args.dev}")
     print(f"trust model: weights {dict(zip(trust.features, trust.weights, strict=True))}, "
           f"bias {trust.bias:.3f}, out of scope below {trust.scope_threshold:.3f} "
-          f"({trust.scope_threshold + trust.unfamiliar_penalty:.3f} for alerts of mostly new words)")
+          f"({trust.unfamiliar_threshold:.3f} for alerts of mostly new words)")
     named = [("in-scope", args.in_scope), *((f"out-of-scope{f' ({Path(path).stem})' if i else ''}", path)
                                             for i, path in enumerate(args.out_of_scope))]
     lists = {name: read_alerts(path) for name, path in named if path}

@@ -132,7 +132,7 @@ class Trainer:
         memory, trust = fit_case_memory(Recommender(model, tokenizer, self.device), self.cases, self.dev)
         save_atomic({**payload, "memory": memory_state(memory, trust)}, best)
         self.log(f"kept {len(memory)} past cases in {best}; out of scope below similarity "
-                 f"{trust.scope_threshold:.3f}, or {trust.scope_threshold + trust.unfamiliar_penalty:.3f} for an "
+                 f"{trust.scope_threshold:.3f}, or {trust.unfamiliar_threshold:.3f} for an "
                  f"alert of mostly new words (flags {trust.flag_rate:.0%} of dev)")
 
     def tokens_per_second(self) -> float:

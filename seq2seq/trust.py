@@ -66,6 +66,11 @@ class TrustModel:
     features: tuple[str, ...] = FEATURES  # which of FEATURES the weights are for, in order
     unfamiliar_penalty: float = 0.0  # similarity taken off an unfamiliar alert's before the scope test (0: before)
 
+    @property
+    def unfamiliar_threshold(self) -> float:
+        """The nearest similarity below which an alert of mostly new words is out of scope (what the logs say)."""
+        return self.scope_threshold + self.unfamiliar_penalty
+
     def trust(self, features: np.ndarray) -> np.ndarray:
         """``features`` (B, len(FEATURES)) -> trust (B,) in [0, 1]."""
         # Summed signal by signal: a matrix-vector product's order depends on how many rows it is given,
@@ -100,6 +105,7 @@ class TrustModel:
         if len(weights) != len(names) or not all(map(math.isfinite, [*weights, *numbers.values()])):
             raise CheckpointError(f"{where}: expected {len(names)} finite weights and finite thresholds")
         return cls(weights, **numbers, features=names)
+
 
 def scope_score(nearest_similarity, known_words, penalty: float):
     """What the scope test compares with its threshold: the nearest similarity, less ``penalty`` for an alert
