@@ -1,12 +1,11 @@
 """tanh for decoding on a CPU: ``torch.tanh``, or the same function from ``expm1`` where that is faster.
 
-On some CPUs torch's CPU ``tanh`` costs several times its ``sigmoid`` (ten times on the AMD EPYC the
-project was first measured on), and additive attention takes a tanh of every (query, source position,
-attention unit), so it shows in decoding profiles. On others (the Intel Xeon measured later) torch's
-``tanh`` is as cheap as its ``sigmoid`` and the form from ``expm1``, seven passes over the tensor, is
-ten times slower (figures: docs/benchmarks.md). So the first call in a process times both on a
-decoding-sized tensor and keeps the faster; torch's own unless the other is clearly ahead, so that
-noise between two close timings keeps the reference function.
+On some CPUs torch's CPU ``tanh`` costs several times its ``sigmoid``, and additive attention takes a
+tanh of every (query, source position, attention unit), so it shows in decoding profiles; there the form
+from ``expm1`` below is faster. On others torch's ``tanh`` is as cheap as its ``sigmoid`` and the form
+from ``expm1``, several passes over the tensor, is the slower by far (both machines: docs/benchmarks.md).
+So the first call in a process times both on a decoding-sized tensor and keeps the faster: torch's own
+unless the other is clearly ahead, so that noise between two close timings keeps the reference function.
 Here tanh(x) = sign(x) * -m / (m + 2) with m = expm1(-2|x|): no cancellation near 0 (expm1 is
 exact there) and no overflow (m lies in [-1, 0]); a few ulp from ``torch.tanh``, with
 ``tanh(+-inf) = +-1``, ``tanh(-0.0) = -0.0`` and NaN kept (tests/test_activations.py).
