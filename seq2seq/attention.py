@@ -15,7 +15,6 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.errors import ConfigError
-from seq2seq.fast.activations import tanh
 
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
@@ -64,7 +63,7 @@ class AdditiveScore(Attention):
         return self.key_layer(memory)  # (B, S, A)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        hidden = tanh(self.query_layer(query).unsqueeze(2) + keys.unsqueeze(1))  # (B, T, S, A)
+        hidden = torch.tanh(self.query_layer(query).unsqueeze(2) + keys.unsqueeze(1))  # (B, T, S, A)
         return self.energy_layer(hidden).squeeze(-1)  # (B, T, S)
 
 

@@ -37,7 +37,6 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.attention import Attention
-from seq2seq.fast.activations import tanh
 from seq2seq.fast.dropout import Dropout
 from seq2seq.tokenizer import PAD_ID
 
@@ -147,7 +146,7 @@ class Decoder(nn.Module):
         return output.squeeze(1), hidden
 
     def deep_output(self, token: Tensor, top: Tensor, context: Tensor) -> Tensor:
-        return tanh(self.readout(torch.cat([top, context, token], dim=-1)))  # (B, H)
+        return torch.tanh(self.readout(torch.cat([top, context, token], dim=-1)))  # (B, H)
 
     def logits(self, output: Tensor) -> Tensor:
         """o_t (..., H) -> logits (..., V)."""
@@ -231,7 +230,7 @@ class LuongDecoder(Decoder):
 
     def attentional(self, context: Tensor, output: Tensor) -> Tensor:
         """h~ = tanh(W_c [c_t; s_t]): context (..., M), GRU state (..., H) -> (..., H)."""
-        return tanh(self.readout(torch.cat([context, output], dim=-1)))
+        return torch.tanh(self.readout(torch.cat([context, output], dim=-1)))
 
     def step_output(self, token: Tensor, state: DecoderState, encoded: Encoded, path: TokenPath
                     ) -> tuple[Tensor, DecoderState, Tensor]:

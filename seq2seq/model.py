@@ -14,7 +14,6 @@ from seq2seq.config import ModelConfig
 from seq2seq.decoder import BahdanauDecoder, Decoder, DecoderState, Encoded, LuongDecoder
 from seq2seq.encoder import Encoder
 from seq2seq.errors import ConfigError
-from seq2seq.fast.activations import tanh
 
 
 class Bridge(nn.Module):
@@ -26,7 +25,7 @@ class Bridge(nn.Module):
 
     def forward(self, final: Tensor) -> Tensor:
         """final (D, B, M) -> (D, B, H)."""
-        return tanh(self.layer(final))
+        return torch.tanh(self.layer(final))
 
 
 class Seq2Seq(nn.Module):

@@ -27,8 +27,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from seq2seq.fast.activations import tanh
-
 
 def gru_cell(input_gates: Tensor, hidden: Tensor, weight_hh_t: Tensor, bias_hh: Tensor) -> Tensor:
     """One GRU step (torch.nn.GRU's equations) from the input gates W_ih x + b_ih (B, 3H) and the
@@ -37,7 +35,7 @@ def gru_cell(input_gates: Tensor, hidden: Tensor, weight_hh_t: Tensor, bias_hh: 
     h_r, h_z, h_n = torch.addmm(bias_hh, hidden, weight_hh_t).chunk(3, dim=1)
     r = torch.sigmoid(i_r + h_r)
     z = torch.sigmoid(i_z + h_z)
-    n = tanh(i_n + r * h_n)
+    n = torch.tanh(i_n + r * h_n)
     return n + z * (hidden - n)  # (1 - z) n + z h
 
 
@@ -97,7 +95,7 @@ class FoldedDecoder(nn.Module):
     def deep_output(self, prev: Tensor, top: Tensor, context: Tensor) -> Tensor:
         """Bahdanau's deep output with the token's share looked up: prev (B,) -> (B, H)."""
         state = torch.cat([top, context], dim=-1)  # (B, H + M)
-        return tanh(torch.addmm(self.token_readout.index_select(0, prev), state, self.state_readout))
+        return torch.tanh(torch.addmm(self.token_readout.index_select(0, prev), state, self.state_readout))
 
     def step(self, prev: Tensor, state, encoded) -> tuple[Tensor, object, Tensor]:
         """As ``Decoder.step``: prev (B,) ids -> logits (B, V), next state, weights (B, S)."""
