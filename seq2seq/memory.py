@@ -27,7 +27,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from seq2seq.errors import CheckpointError
-from seq2seq.fast.cosines import CosineBounds, Places, Rows, largest, segments, shorter_dot, sum_in_order
+from seq2seq.fast.cosines import CosineBounds, Places, Rows, largest, runs, segments, shorter_dot, sum_in_order
 from seq2seq.fast.tfidf import TfidfVectors, fit_transform
 from seq2seq.tokenizer import normalize
 
@@ -220,16 +220,8 @@ class CaseMemory:
     def _similarity(self, query: Rows) -> np.ndarray:
         """Cosine of one ``query`` with each distinct alert, (U,): the postings of its n-grams, summed in its order."""
         indices, data, starts = self._postings
-        spans = [(starts[j], starts[j + 1]) for j in query.columns.tolist()]
-        if not spans:
-            return np.zeros(self._distinct)
-        # Slices joined, not one gather of every entry through index arrays: a query touches tens of thousands
-        # of entries, and copying runs of them was the faster on a cold cache, as the UI's one alert meets it
-        # (docs/trust.md).
-        weights = np.concatenate([data[start:end] for start, end in spans]) \
-            * np.repeat(query.values, [end - start for start, end in spans])
-        return np.bincount(np.concatenate([indices[start:end] for start, end in spans]), weights=weights,
-                           minlength=self._distinct)
+        (alerts, weights), stored = runs(starts, query.columns.tolist(), indices, data)
+        return np.bincount(alerts, weights=weights * np.repeat(query.values, stored), minlength=self._distinct)
 
     def known_words(self, alerts: list[str]) -> list[float]:
         """For each alert, the share of its words (runs of letters and digits, case aside) that past alerts used;

@@ -194,6 +194,18 @@ def test_bounds_are_never_below_the_exact_cosines_and_nearly_equal_them(large_me
         assert (bounds >= exact).all() and (bounds <= exact + 2 * cosines_module.BOUND_SLACK).all()
 
 
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=6), st.lists(st.integers(0, 5), max_size=8))
+def test_runs_copy_the_entries_segments_point_at_row_after_row(lengths, rows):
+    rows = [row % len(lengths) for row in rows]  # repeats and empty rows included
+    indptr = np.concatenate(([0], np.cumsum(lengths)))
+    values, columns = np.arange(indptr[-1], dtype=np.float32) / 7, np.arange(indptr[-1], dtype=np.int32)[::-1].copy()
+    (got_values, got_columns), stored = cosines_module.runs(indptr.tolist(), rows, values, columns)
+    offsets, _ = cosines_module.segments(indptr, np.array(rows, dtype=np.int64))
+    assert got_values.dtype == values.dtype and got_columns.dtype == columns.dtype
+    assert np.array_equal(got_values, values[offsets]) and np.array_equal(got_columns, columns[offsets])
+    assert stored == [lengths[row] for row in rows]
+
+
 def dict_dot(a: dict[int, float], b: dict[int, float]) -> float:
     """The dot product as a plain loop: over the shorter vector's n-grams (the first's when as long), in order."""
     if len(b) < len(a):

@@ -98,6 +98,15 @@ def segments(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return offsets, np.repeat(np.arange(rows.size), stored)
 
 
+def runs(starts: list[int], rows: list[int], *arrays: np.ndarray) -> tuple[list[np.ndarray], list[int]]:
+    """What ``segments`` reads, copied as runs: the entries of ``rows`` in each of ``arrays`` (laid out by the
+    CSR offsets ``starts``), row after row, and each row's count. Slices copy faster than a gather through
+    index arrays when rows are long and the cache is cold (docs/trust.md, the UI's one alert)."""
+    spans = [(starts[row], starts[row + 1]) for row in rows]
+    joined = [np.concatenate([array[start:end] for start, end in spans]) if spans else array[:0] for array in arrays]
+    return joined, [end - start for start, end in spans]
+
+
 def sum_in_order(places: Places, vector: np.ndarray, count: int,
                  owner: np.ndarray, columns: np.ndarray, values: np.ndarray) -> np.ndarray:
     """For each of ``count`` products, sum over its vector's n-grams in that vector's order of vector weight x
