@@ -5,7 +5,7 @@ cosine between TF-IDF vectors of character n-grams within words (scikit-learn). 
 match the way technicians abbreviate and misspell ("hyd press lo", "hydraulic pressure low");
 ``scripts/benchmark_trust.py`` compares this with the translator's own encoder representation
 (docs/trust.md). The same kind of vector on the action side says how far a generated action agrees
-with what the nearest past cases did. The memory travels in the checkpoint as plain strings
+with what the nearest past cases did (``seq2seq.agreement``). The memory travels in the checkpoint as plain strings
 (``state_dict``); the index is rebuilt from them when the checkpoint loads, deterministically.
 
 A query shares some n-gram with nearly every past alert, so scoring them all costs what the decoding
@@ -26,20 +26,19 @@ from scipy.sparse import csr_matrix
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
+from seq2seq.agreement import PastActions
 from seq2seq.errors import CheckpointError
-from seq2seq.fast.cosines import CosineBounds, Places, Rows, largest, runs, segments, shorter_dot, sum_in_order
+from seq2seq.fast.cosines import CosineBounds, Places, Rows, largest, runs, segments, sum_in_order
 from seq2seq.fast.tfidf import TfidfVectors, fit_transform
 from seq2seq.tokenizer import normalize
 
 STATE_VERSION = 1
 BOUND_HEAD = 256  # n-grams held by most past alerts, bounded as one dense product (docs/trust.md: 128 to 512)
 BOUND_MIN_ALERTS = 1024  # distinct past alerts below which scoring them all is as fast
-BOUND_MIN_BATCH = 8  # alerts per call below which arrays' fixed cost outweighs them: every case is scored, and
-# agreement and consensus are summed in dict loops
+BOUND_MIN_BATCH = 8  # alerts per call below which the bounds' fixed cost outweighs them: every case is scored
 BOUND_ALONE = 16_384  # distinct past alerts from which even one alert is found faster through the bounds
 SHORTLIST = 1  # cases scored exactly per alert beyond the k asked for, before the bound is checked (docs/trust.md)
 WIDER = 8  # an alert whose bound lets more than WIDER times its shortlist reach its k-th best is scored in full
-PAST_VECTORS = 4096  # past actions kept as dicts for the dict loops (common actions recur in every shift)
 GROUP_CELLS = 1 << 22  # bounds (alerts x distinct past alerts) one look-up computes at most when batches are grouped
 LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
 LONG_C = 0.3  # regularisation of long_answer's logistic regression (0.1 to 1 measured alike: docs/trust.md)
@@ -107,13 +106,8 @@ class CaseMemory:
         for pair, row in enumerate(self._alert_row.tolist()):
             self._pairs_of[row].append(pair)
         self._bounds = CosineBounds(fitted, BOUND_HEAD) if self._distinct >= BOUND_MIN_ALERTS else None
-        self._action_index, _ = _fitted(self.actions)
-        self.alert_vector, self.action_vector = TfidfVectors(self._alert_index), TfidfVectors(self._action_index)
-        # Each distinct action's vector once, as rows (a dict per pair was most of a large memory's size):
-        # a case's action, and often a translator's answer, is one of them (docs/trust.md, larger histories).
-        self._action_number = {action: a for a, action in enumerate(dict.fromkeys(self.actions))}
-        self._action_rows = self.action_vector.rows(list(self._action_number))  # (A, F') in the dicts' order
-        self._past_dicts: dict[int, dict[int, float]] = {}  # past actions met by the dict loops
+        self.alert_vector = TfidfVectors(self._alert_index)
+        self.past_actions = PastActions(self.actions, _fitted(self.actions)[0])
         self._long_weights, self._long_bias = _long_answers(fitted[self._alert_row], self.actions)
         self._words = {word for alert in distinct for word in WORD.findall(alert.lower())}
 
@@ -233,36 +227,8 @@ class CaseMemory:
                                 cases: list[list[Case]]) -> tuple[list[float], list[float]]:
         """Agreement: for each generated action, its highest similarity in [0, 1] to the actions of its
         cases (none without ``actions``). Consensus: for each list of cases, most similar first, how far the
-        first case's action agrees with the others' (the agreement of the past with itself; 0 with fewer
-        than two cases). Both from one pass over the cases' actions."""
-        answers = {action: i for i, action in enumerate(dict.fromkeys(actions or []))}  # answers repeat
-        texts = [*map(normalize, answers), *(found[0].action if found else "" for found in cases)]  # then firsts
-        which = [*(answers[action] for action in actions or []), *range(len(answers), len(texts))]
-        theirs = [*(cases if actions is not None else []), *(found[1:] for found in cases)]
-        past = [self._action_number.get(text) for text in texts]
-        # A few alerts (the UI's one) are faster as plain dict loops than as the arrays' fixed cost per call.
-        if len(cases) < BOUND_MIN_BATCH:
-            past_vector = self._past_vector
-            vectors = [self.action_vector(text) if a is None else past_vector(a)
-                       for text, a in zip(texts, past, strict=True)]
-            both = [min(1.0, max((shorter_dot(vectors[v], past_vector(self._action_number[c.action])) for c in found),
-                                 default=0.0)) for v, found in zip(which, theirs, strict=True)]
-        else:  # the past actions' rows, then the new answers', the vectors renumbered to that order
-            new = [v for v, a in enumerate(past) if a is None]
-            order = np.argsort(np.array([a is None for a in past]), kind="stable")  # (V,): the past first
-            rows = (self._action_rows.take(np.array([a for a in past if a is not None], dtype=np.int64))
-                    + self.action_vector.rows([texts[v] for v in new]))
-            both = self._agreements(rows, np.argsort(order)[which].tolist(), theirs)
-        return both[:len(actions or [])], both[len(actions or []):]
-
-    def _past_vector(self, action: int) -> dict[int, float]:
-        """A past action's vector as a dict, kept for the next call (the cache starts again when full)."""
-        found = self._past_dicts.get(action)
-        if found is None:
-            if len(self._past_dicts) >= PAST_VECTORS:
-                self._past_dicts.clear()
-            found = self._past_dicts[action] = self._action_rows.as_dict(action)
-        return found
+        first case's action agrees with the others' (0 with fewer than two cases); ``seq2seq.agreement``."""
+        return self.past_actions.agreement_and_consensus(actions, [[case.action for case in found] for found in cases])
 
     def long_answer(self, alerts: list[str], vectors: Rows | None = None) -> list[float]:
         """For each alert, the probability in [0, 1] that the history answered alerts like it at length
@@ -274,25 +240,3 @@ class CaseMemory:
         logits = np.bincount(owner, weights=self._long_weights[rows.columns] * rows.values, minlength=len(alerts))
         with np.errstate(over="ignore"):  # a one-class memory's bias is infinite: probability 0 or 1
             return (1.0 / (1.0 + np.exp(-(logits + self._long_bias)))).tolist()
-
-    def _agreements(self, vectors: Rows, which: list[int], cases: list[list[Case]]) -> list[float]:
-        """For each i, the highest dot product (at most 1) of vector ``which[i]`` with the actions of
-        ``cases[i]``, 0 without cases. Each product is summed over the shorter vector's n-grams in its order
-        (the query's when as long), as a dot of two {n-gram: weight} dicts over the shorter would be."""
-        pairs = np.array([self._action_number[case.action] for found in cases for case in found], dtype=np.int64)
-        counts = np.fromiter(map(len, cases), np.int64, len(cases))
-        vector = np.repeat(np.array(which, dtype=np.int64), counts)  # (P,): the vector of each product
-        indptr, columns, values = self._action_rows.indptr, self._action_rows.columns, self._action_rows.values
-        offsets, owner = segments(indptr, pairs)
-        places = Places(vectors, self.action_vector.grams)
-        # A case's action shorter than the vector: its own n-grams, in its order, times the vector's weights.
-        theirs = places.weights[vector[owner], places.at(vector[owner], columns[offsets])]
-        by_case = np.bincount(owner, weights=values[offsets] * theirs, minlength=pairs.size)
-        by_vector = sum_in_order(places, vector, pairs.size, owner, columns[offsets], values[offsets])
-        shorter = (indptr[pairs + 1] - indptr[pairs]) < np.diff(vectors.indptr)[vector]
-        dots = np.where(shorter, by_case, by_vector).tolist()
-        found, start = [], 0
-        for end in np.cumsum(counts).tolist():
-            found.append(min(1.0, max(dots[start:end], default=0.0)))
-            start = end
-        return found

@@ -15,6 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from support import TINY_PAIRS, run_cli, tiny_data, train_args, trained, training_threads, tsv
 
+from seq2seq import agreement as agreement_module
 from seq2seq import memory as memory_module
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.errors import CheckpointError
@@ -221,15 +222,16 @@ def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memor
     answers[:3] = ["", "☃", cases[2][0].action]  # no n-gram; the very action of a case
     # The words of a case's action in another order, one left out: many shared n-grams, met in another order
     answers[3::2] = [" ".join(rng.permutation(found[0].action.split())[1:]) for found in cases[3::2]]
-    vector = lambda case: large_memory.action_vector(case.action)  # noqa: E731
-    expected = [min(1.0, max((dict_dot(large_memory.action_vector(answer), vector(c)) for c in found), default=0.0))
+    action_vector = large_memory.past_actions.vector
+    vector = lambda case: action_vector(case.action)  # noqa: E731
+    expected = [min(1.0, max((dict_dot(action_vector(answer), vector(c)) for c in found), default=0.0))
                 for answer, found in zip(answers, cases, strict=True)]
     assert expected[2] == pytest.approx(1.0, abs=1e-6)
     consensus = [min(1.0, max((dict_dot(vector(found[0]), vector(c)) for c in found[1:]), default=0.0))
                  for found in cases]
     assert large_memory.agreement_and_consensus(None, cases)[1] == consensus  # consensus alone
     assert large_memory.agreement_and_consensus(answers, cases) == (expected, consensus)  # in one pass
-    assert len(cases) >= memory_module.BOUND_MIN_BATCH  # the arrays above; one alert at a time, dict loops:
+    assert len(cases) >= agreement_module.DICT_LOOPS_BELOW  # the arrays above; one alert at a time, dict loops:
     assert [large_memory.agreement_and_consensus([a], [c]) for a, c in zip(answers, cases, strict=True)] == \
            [([e], [n]) for e, n in zip(expected, consensus, strict=True)]
     assert large_memory.agreement_and_consensus([], []) == ([], [])
