@@ -207,11 +207,24 @@ def test_runs_copy_the_entries_segments_point_at_row_after_row(lengths, rows):
     assert stored == [lengths[row] for row in rows]
 
 
+@given(st.lists(st.floats(-1e6, 1e6) | st.sampled_from([0.1, -0.0, 1e-17, 3.0]), max_size=40))
+def test_loops_add_left_to_right_as_the_arrays_do_on_every_python(terms):
+    # Python 3.12's sum() compensates float rounding ([0.1] * 10 sums to 1.0, not 0.9999999999999999): the dict
+    # loops must not use it, or one alert's signals would differ in the last bit from the same alert's in a batch.
+    accumulated = np.add.accumulate(np.array([0.0, *terms]))[-1]
+    assert cosines_module.left_to_right(terms) == accumulated
+    assert np.bincount(np.zeros(len(terms), dtype=np.int64), np.array(terms), minlength=1)[0] == accumulated
+    assert cosines_module.left_to_right([0.1] * 10) == 0.9999999999999999
+
+
 def dict_dot(a: dict[int, float], b: dict[int, float]) -> float:
     """The dot product as a plain loop: over the shorter vector's n-grams (the first's when as long), in order."""
     if len(b) < len(a):
         a, b = b, a
-    return sum(w * b.get(j, 0.0) for j, w in a.items())
+    total = 0.0
+    for j, w in a.items():
+        total += w * b.get(j, 0.0)
+    return total
 
 
 def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memory):

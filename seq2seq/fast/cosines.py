@@ -3,14 +3,17 @@ cosines at once (``CosineBounds``), and exact sums over chosen pairs in a stated
 ``seq2seq.memory`` uses them to find a batch's nearest past cases without scoring every case.
 
 A vector here is a {column: weight} dict or a row of ``Rows``; its order is the dict's (the row's), and a
-sum "in its order" adds the terms left to right as Python's ``sum`` over the dict would, so that results
-equal the dict loops they replace to the last bit (tests/test_trust.py).
+sum "in its order" adds the terms left to right (``left_to_right``) as a loop over the dict would, so that
+results equal the dict loops they replace to the last bit (tests/test_trust.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import reduce
 from itertools import chain
+from operator import add
 
 import numpy as np
 import torch
@@ -52,12 +55,18 @@ class Rows:
                     np.concatenate((self.columns, other.columns)), np.concatenate((self.values, other.values)))
 
 
+def left_to_right(terms: Iterable[float]) -> float:
+    """0.0 plus each term in turn, as NumPy's ``add.accumulate`` and ``bincount`` add them. Not ``sum``: from
+    Python 3.12 it compensates the rounding of floats, and its last bit no longer matches the arrays'."""
+    return reduce(add, terms, 0.0)
+
+
 def shorter_dot(vector: dict[int, float], other: dict[int, float]) -> float:
     """The dot product summed over the shorter vector's n-grams in its order (``vector``'s when as long),
     as ``seq2seq.memory``'s arrays sum each product (``sum_in_order``)."""
     if len(other) < len(vector):
         vector, other = other, vector
-    return sum(w * other.get(j, 0.0) for j, w in vector.items())
+    return left_to_right(w * other.get(j, 0.0) for j, w in vector.items())
 
 
 def csr_rows(vectors: list[dict[int, float]]) -> Rows:
@@ -111,7 +120,7 @@ def sum_in_order(places: Places, vector: np.ndarray, count: int,
                  owner: np.ndarray, columns: np.ndarray, values: np.ndarray) -> np.ndarray:
     """For each of ``count`` products, sum over its vector's n-grams in that vector's order of vector weight x
     the stored value (0 where none is stored); ``vector`` (count,) names the vector of each product and
-    ``owner``, ``columns``, ``values`` its stored entries. Left to right, as Python's sum adds."""
+    ``owner``, ``columns``, ``values`` its stored entries. Left to right, as ``left_to_right`` adds."""
     width = places.weights.shape[1]
     terms = np.zeros((count, width))  # (C, W): the stored value of each of the vector's n-grams, in its order
     terms.ravel()[owner * width + places.at(vector[owner], columns)] = values  # float32 -> float64 exactly

@@ -18,7 +18,7 @@ from scipy.sparse import csr_matrix
 from sklearn.base import clone
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from seq2seq.fast.cosines import Rows, csr_rows
+from seq2seq.fast.cosines import Rows, csr_rows, left_to_right
 
 WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
 ROWS_MIN_BATCH = 8  # texts per call below which one dict each is faster (NumPy's fixed cost per call)
@@ -77,7 +77,7 @@ class TfidfVectors:
         """The text's vector, its n-grams in the order first met; empty for a text with no known n-gram."""
         counts, idf = Counter(self.columns(text)), self.idf
         weights = [idf[j] if n == 1 else (1.0 + math.log(n)) * idf[j] for j, n in counts.items()]
-        norm = math.sqrt(sum(map(mul, weights, weights)))
+        norm = math.sqrt(left_to_right(map(mul, weights, weights)))
         return dict(zip(counts, [w / norm for w in weights], strict=True)) if norm > 0 else {}
 
     def rows(self, texts: list[str]) -> Rows:
@@ -99,5 +99,5 @@ class TfidfVectors:
         place = np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         squares = np.zeros((len(texts), int(lengths.max(initial=0)) + 1))
         squares[owner, place + 1] = weights * weights
-        norms = np.sqrt(np.add.accumulate(squares, axis=1)[:, -1])  # left to right, as Python's sum adds
+        norms = np.sqrt(np.add.accumulate(squares, axis=1)[:, -1])  # left to right, as __call__ adds
         return Rows(np.concatenate(([0], np.cumsum(lengths))), columns, weights / norms[owner])
