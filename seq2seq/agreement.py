@@ -12,11 +12,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from seq2seq.fast.cosines import Places, Rows, segments, shorter_dot, sum_in_order
+from seq2seq.fast.cosines import ARRAYS_FROM, Places, Rows, segments, shorter_dot, sum_in_order
 from seq2seq.fast.tfidf import TfidfVectors
 from seq2seq.tokenizer import normalize
 
-DICT_LOOPS_BELOW = 8  # lists of cases per call below which dict loops are faster than arrays
 PAST_VECTORS = 4096  # past actions kept as dicts for the dict loops (common actions recur in every shift)
 
 
@@ -41,7 +40,7 @@ class PastActions:
         which = [*(numbered[action] for action in answers or []), *range(len(numbered), len(texts))]
         theirs = [*(cases if answers is not None else []), *(found[1:] for found in cases)]
         past = [self._number.get(text) for text in texts]
-        if len(cases) < DICT_LOOPS_BELOW:
+        if len(cases) < ARRAYS_FROM:
             vectors = [self.vector(text) if a is None else self._dict(a) for text, a in zip(texts, past, strict=True)]
             both = [min(1.0, max((shorter_dot(vectors[v], self._dict(self._number[action])) for action in found),
                                  default=0.0)) for v, found in zip(which, theirs, strict=True)]

@@ -17,6 +17,7 @@ whose bound reaches the k-th best; the answer is the same as scoring every case,
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -149,15 +150,17 @@ class CaseMemory:
         # outweighs what they save.
         bounded = self._bounds is not None and (len(queries) >= BOUND_MIN_BATCH or self._distinct >= BOUND_ALONE)
         found = self._shortlisted(queries, k) if bounded else [None] * len(queries)
-        return [cases if cases is not None else self._ranked(self._similarity(queries.row(b)), k)
-                for b, cases in enumerate(found)]
+        spans = itertools.pairwise(queries.indptr.tolist())
+        return [cases if cases is not None else
+                self._ranked(self._similarity(queries.columns[start:end].tolist(), queries.values[start:end]), k)
+                for cases, (start, end) in zip(found, spans, strict=True)]
 
     def _ranked(self, similarity: np.ndarray, k: int) -> list[Case]:
         """The ``k`` best cases by ``similarity`` to each distinct alert (U,), ties in memory order."""
-        similarity = np.clip(similarity, 0.0, 1.0)[self._alert_row]
+        similarity = np.minimum(np.maximum(similarity, 0.0), 1.0)[self._alert_row]  # np.clip is slower
         # Every case at least as similar as the k-th, ties included: argpartition alone would keep an
         # arbitrary few of many equally similar cases, and a correction (first in memory) could lose.
-        kth = similarity[np.argpartition(-similarity, k - 1)[k - 1]]
+        kth = np.partition(similarity, len(similarity) - k)[len(similarity) - k]
         top = np.flatnonzero(similarity >= kth)
         best = top[np.lexsort((top, -similarity[top]))][:k]  # most similar first, ties by memory order
         return [Case(self.alerts[j], self.actions[j], float(similarity[j])) for j in best.tolist()]
@@ -211,11 +214,12 @@ class CaseMemory:
                                alerts.size, owner, self._rows.indices[offsets], self._rows.data[offsets])
         return np.minimum(np.maximum(cosines, 0.0), 1.0).reshape(alerts.shape)  # np.clip is slower
 
-    def _similarity(self, query: Rows) -> np.ndarray:
-        """Cosine of one ``query`` with each distinct alert, (U,): the postings of its n-grams, summed in its order."""
+    def _similarity(self, columns: list[int], values: np.ndarray) -> np.ndarray:
+        """Cosine of one query (its n-grams ``columns`` in its order, their ``values``) with each distinct alert,
+        (U,): the postings of its n-grams, summed in its order."""
         indices, data, starts = self._postings
-        (alerts, weights), stored = runs(starts, query.columns.tolist(), indices, data)
-        return np.bincount(alerts, weights=weights * np.repeat(query.values, stored), minlength=self._distinct)
+        (alerts, weights), stored = runs(starts, columns, indices, data)
+        return np.bincount(alerts, weights=weights * np.repeat(values, stored), minlength=self._distinct)
 
     def known_words(self, alerts: list[str]) -> list[float]:
         """For each alert, the share of its words (runs of letters and digits, case aside) that past alerts used;

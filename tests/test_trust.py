@@ -15,7 +15,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from support import TINY_PAIRS, run_cli, tiny_data, train_args, trained, training_threads, tsv
 
-from seq2seq import agreement as agreement_module
 from seq2seq import memory as memory_module
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.errors import CheckpointError
@@ -125,7 +124,7 @@ def test_fitting_by_words_gives_scikit_learns_index_to_the_bit(texts, max_df):
 TEXTS = st.lists(st.sampled_from([*" ".join(ALERTS).split(), "☃", "sink", "pumppump"]), max_size=9).map(" ".join)
 
 
-@given(st.lists(TEXTS, max_size=3 * tfidf_module.ROWS_MIN_BATCH))  # repeated words and n-grams, unknown ones,
+@given(st.lists(TEXTS, max_size=3 * cosines_module.ARRAYS_FROM))  # repeated words and n-grams, unknown ones,
 # empty texts and batches, batches built one dict at a time and as arrays
 @settings(max_examples=60)
 def test_a_batchs_vectors_are_its_texts_vectors_to_the_bit(memory, texts):
@@ -160,9 +159,13 @@ def large_memory() -> CaseMemory:
     return memory
 
 
+def scanned(memory: CaseMemory, query: dict[int, float]) -> np.ndarray:
+    """The cosines (U,) of a {column: weight} query with every distinct past alert, from the postings."""
+    return memory._similarity(list(query), np.array(list(query.values())))
+
+
 def full_scan(memory: CaseMemory, alerts: list[str], k: int) -> list[list[Case]]:
-    return [memory._ranked(memory._similarity(csr_rows([memory.alert_vector(normalize(alert))])), k)
-            for alert in alerts]
+    return [memory._ranked(scanned(memory, memory.alert_vector(normalize(alert))), k) for alert in alerts]
 
 
 def test_a_batch_searched_through_the_bounds_finds_what_scoring_every_case_finds_to_the_bit(large_memory):
@@ -191,7 +194,7 @@ def test_bounds_are_never_below_the_exact_cosines_and_nearly_equal_them(large_me
     query = large_memory.alert_vector(" ".join(words))
     if query:  # the bounds with the slack they are built with outside the fixture
         bounds = large_memory._bounds(csr_rows([query]))[0] - large_memory._bounds.slack + cosines_module.BOUND_SLACK
-        exact = large_memory._similarity(csr_rows([query]))
+        exact = scanned(large_memory, query)
         assert (bounds >= exact).all() and (bounds <= exact + 2 * cosines_module.BOUND_SLACK).all()
 
 
@@ -244,7 +247,7 @@ def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memor
                  for found in cases]
     assert large_memory.agreement_and_consensus(None, cases)[1] == consensus  # consensus alone
     assert large_memory.agreement_and_consensus(answers, cases) == (expected, consensus)  # in one pass
-    assert len(cases) >= agreement_module.DICT_LOOPS_BELOW  # the arrays above; one alert at a time, dict loops:
+    assert len(cases) >= cosines_module.ARRAYS_FROM  # the arrays above; one alert at a time, dict loops:
     assert [large_memory.agreement_and_consensus([a], [c]) for a, c in zip(answers, cases, strict=True)] == \
            [([e], [n]) for e, n in zip(expected, consensus, strict=True)]
     assert large_memory.agreement_and_consensus([], []) == ([], [])

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from scipy.sparse import csr_matrix
 
+ARRAYS_FROM = 8  # vectors per call from which arrays are faster than plain loops (NumPy's fixed cost per call)
 BOUND_SLACK = 1e-4  # added to each bound: the float32 sums' rounding (about 1e-5) stays far inside
 
 

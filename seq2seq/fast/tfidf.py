@@ -18,10 +18,9 @@ from scipy.sparse import csr_matrix
 from sklearn.base import clone
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from seq2seq.fast.cosines import Rows, csr_rows, left_to_right
+from seq2seq.fast.cosines import ARRAYS_FROM, Rows, csr_rows, left_to_right
 
 WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
-ROWS_MIN_BATCH = 8  # texts per call below which one dict each is faster (NumPy's fixed cost per call)
 
 
 def fit_transform(vectorizer: TfidfVectorizer, texts: list[str]) -> csr_matrix:
@@ -82,7 +81,7 @@ class TfidfVectors:
 
     def rows(self, texts: list[str]) -> Rows:
         """The texts' vectors as rows, the same numbers in the same order as ``__call__``'s dicts."""
-        if len(texts) < ROWS_MIN_BATCH:
+        if len(texts) < ARRAYS_FROM:  # one dict each
             return csr_rows([self(text) for text in texts])
         per_text = [self.columns(text) for text in texts]
         lengths = np.fromiter(map(len, per_text), np.int64, len(texts))
