@@ -237,7 +237,7 @@ def command_line_cost(payload: dict, judged: Recommender, alerts: list[str], rep
 def loaded_again(recommender: Recommender) -> Recommender:
     """The same translator with its case memory built again from its state, as a checkpoint's load builds it."""
     memory = recommender.memory and CaseMemory.from_state_dict(recommender.memory.state_dict())
-    return Recommender(recommender.model, recommender.tokenizer, memory=memory, trust=recommender.trust_model)
+    return recommender.with_memory(memory, recommender.trust_model)
 
 
 def main() -> int:
@@ -258,7 +258,7 @@ def main() -> int:
     model, tokenizer, payload = load_model(args.translator)
     plain = Recommender(model, tokenizer)
     memory, trust = fit_case_memory(plain, train, dev)
-    judged = Recommender(model, tokenizer, memory=memory, trust=trust)
+    judged = plain.with_memory(memory, trust)  # the same decoding tables: only the look-up differs
     print(f"# Trust benchmark: {args.translator} ({model.config.attention}), train {args.train}, dev {args.dev}")
     print(f"trust model: weights {dict(zip(trust.features, trust.weights, strict=True))}, "
           f"bias {trust.bias:.3f}, out of scope below {trust.scope_threshold:.3f} "

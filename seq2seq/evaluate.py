@@ -86,7 +86,7 @@ def fit_case_memory(recommender: Recommender, train: ParallelCorpus, dev: Parall
 def fit_trust_on(recommender: Recommender, memory: CaseMemory, dev: ParallelCorpus,
                  flag_rate: float = FLAG_RATE) -> TrustModel:
     """The trust model of ``recommender``'s model with ``memory``, fitted on its greedy answers to ``dev``."""
-    judged = Recommender(recommender.model, recommender.tokenizer, recommender.device, memory=memory)
+    judged = recommender.with_memory(memory)
     examples = [e for e in dev.examples if e.source.strip()]
     answers = judged.recommend([e.source for e in examples], SearchConfig(), batch_size=128)
     kept = [(r, e) for r, e in zip(answers, examples, strict=True) if r.candidates]

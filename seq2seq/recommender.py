@@ -6,6 +6,7 @@ tests alike, so every path normalises, truncates, batches and decodes in exactly
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import math
@@ -112,6 +113,13 @@ class Recommender:
             log.warning("%s: no case memory (a run's best.pt carries it; last.pt and checkpoints written before "
                         "cases were kept do not): no past cases and no out-of-scope verdicts", path)
         return cls(model, tokenizer, device, quantize, workers, memory, trust, search_defaults(payload, path))
+
+    def with_memory(self, memory: CaseMemory | None, trust: TrustModel | None = None) -> Recommender:
+        """This translator with another case memory and trust model; the weights and the decoding tables are
+        shared, not copied (two copies decode at different speeds from where each lies in memory)."""
+        other = copy.copy(self)
+        other.memory, other.trust_model = memory, trust
+        return other
 
     @property
     def max_source_length(self) -> int:

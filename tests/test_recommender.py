@@ -142,3 +142,15 @@ def test_n_best_candidates_are_sorted_by_score_and_the_first_is_the_recommendati
         assert len(scores) == 3
         assert scores == sorted(scores, reverse=True)
         assert result.text == result.candidates[0].text and result.score == scores[0]
+
+
+def test_another_memory_shares_the_weights_and_changes_only_the_look_up(recommender):
+    bare = recommender.with_memory(None)
+    assert bare.model is recommender.model and bare.decoding_model is recommender.decoding_model
+    assert recommender.memory is not None and recommender.trust_model is not None  # the original keeps its own
+    plain, judged = bare.recommend(ALERTS), recommender.recommend(ALERTS)
+    assert [[(c.text, c.score) for c in r.candidates] for r in plain] == \
+           [[(c.text, c.score) for c in r.candidates] for r in judged]
+    assert all(not r.similar for r in plain) and all(r.similar for r in judged if r.candidates)
+    again = bare.with_memory(recommender.memory, recommender.trust_model).recommend(ALERTS)
+    assert [(r.trust, r.verdict, r.similar) for r in again] == [(r.trust, r.verdict, r.similar) for r in judged]
