@@ -34,7 +34,7 @@ from seq2seq.fast.tfidf import TfidfVectors, fit_transform
 from seq2seq.tokenizer import normalize
 
 STATE_VERSION = 1
-BOUND_HEAD = 256  # n-grams held by most past alerts, bounded as one dense product (docs/trust.md: 128 to 512)
+BOUND_HEAD = 256  # n-grams held by most past alerts, bounded through one dense block (docs/trust.md: 128 to 512)
 BOUND_MIN_ALERTS = 1024  # distinct past alerts below which scoring them all is as fast
 BOUND_MIN_BATCH = 8  # alerts per call below which the bounds' fixed cost outweighs them: every case is scored
 BOUND_ALONE = 16_384  # distinct past alerts from which even one alert is found faster through the bounds
