@@ -24,7 +24,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from seq2seq.errors import CONTROLS, DataError, shown, typed_text_fault
@@ -206,7 +206,7 @@ class FeedbackStore:
     def add(self, feedback: Feedback, shown_with: Shown | None = None) -> int:
         """Store one record, committed and synced before returning its id."""
         row = {**asdict(feedback), **asdict(shown_with or Shown()),
-               "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds")}
+               "time": datetime.now(UTC).isoformat(timespec="milliseconds")}
         with self._lock:
             try:
                 cursor = self._db.execute(
