@@ -55,6 +55,11 @@ class Case:
     similarity: float  # in [0, 1]; 1 = the same characters
 
 
+def unit_interval(cosines: np.ndarray) -> np.ndarray:
+    """Cosines clipped to [0, 1], the range of a similarity (rounded sums can stray just past either end)."""
+    return np.minimum(np.maximum(cosines, 0.0), 1.0)  # np.clip is slower
+
+
 def _fitted(texts: list[str], max_df: float = 0.3) -> tuple[TfidfVectorizer, csr_matrix]:
     """A TF-IDF index of ``texts`` and their vectors (rows of unit length)."""
     # n-grams in more than 30% of the texts are left out: they tell few cases apart, and their long
@@ -157,7 +162,7 @@ class CaseMemory:
 
     def _ranked(self, similarity: np.ndarray, k: int) -> list[Case]:
         """The ``k`` best cases by ``similarity`` to each distinct alert (U,), ties in memory order."""
-        similarity = np.minimum(np.maximum(similarity, 0.0), 1.0)[self._alert_row]  # np.clip is slower
+        similarity = unit_interval(similarity)[self._alert_row]
         # Every case at least as similar as the k-th, ties included: argpartition alone would keep an
         # arbitrary few of many equally similar cases, and a correction (first in memory) could lose.
         kth = np.partition(similarity, len(similarity) - k)[len(similarity) - k]
@@ -212,7 +217,7 @@ class CaseMemory:
         offsets, owner = segments(self._rows.indptr, alerts.ravel())
         cosines = sum_in_order(Places(queries, self._grams), np.repeat(np.arange(len(queries)), alerts.shape[1]),
                                alerts.size, owner, self._rows.indices[offsets], self._rows.data[offsets])
-        return np.minimum(np.maximum(cosines, 0.0), 1.0).reshape(alerts.shape)  # np.clip is slower
+        return unit_interval(cosines).reshape(alerts.shape)
 
     def _similarity(self, columns: list[int], values: np.ndarray) -> np.ndarray:
         """Cosine of one query (its n-grams ``columns`` in its order, their ``values``) with each distinct alert,

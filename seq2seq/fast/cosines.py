@@ -172,9 +172,10 @@ class CosineBounds:
         # spin there between calls, which doubled the look-up's CPU time on 2 cores (docs/trust.md).
         owner = np.repeat(np.arange(len(queries)), np.diff(indptr))[in_head]
         order = np.lexsort((place[in_head], owner))  # coalesced: by query, then by n-gram
-        head = torch.sparse_coo_tensor(torch.from_numpy(np.stack((owner[order], place[in_head][order]))),
-                                       torch.from_numpy(values[in_head][order]), (len(queries), len(self.head)),
-                                       is_coalesced=True, check_invariants=False)  # (B, H), valid as built
+        rows, grams, weights = owner[order], place[in_head][order], values[in_head][order]
+        head = torch.sparse_coo_tensor(torch.from_numpy(np.stack((rows, grams))), torch.from_numpy(weights),
+                                       (len(queries), len(self.head)), is_coalesced=True,
+                                       check_invariants=False)  # (B, H), valid as built
         bounds = torch.sparse.mm(head, self.dense).numpy()  # (B, U)
         bounds += (tail @ self.tail).toarray()
         bounds += self.slack
