@@ -109,13 +109,18 @@ def per_piece_probability(recommendation) -> float:
 
 
 def cross_fitted(judged: Recommender, answers: list, corpus, signals: tuple[str, ...], seed: int) -> list:
-    """``answers`` with trust from models fitted on the other folds of ``corpus`` (out of sample)."""
+    """``answers`` with trust from models fitted on the other folds of ``corpus`` (out of sample), 0 where that
+    model calls the alert out of scope, as a checkpoint's trust is (``TrustModel.judged``)."""
     answered = [i for i, r in enumerate(answers) if r.candidates]
     _, features = judged.signals([answers[i] for i in answered])
     chrf = np.array(sentence_chrf([answers[i].text for i in answered], [corpus.examples[i].target for i in answered]))
+    known = np.array(judged.memory.known_words([answers[i].alert for i in answered]))
+    nearest = features[:, FEATURES.index("nearest_similarity")]
     trust = np.zeros(len(answered))
     for fit_on, scored in KFold(FOLDS, shuffle=True, random_state=seed).split(features):
-        trust[scored] = fit_trust(features[fit_on], chrf[fit_on].tolist(), signals=signals).trust(features[scored])
+        model = fit_trust(features[fit_on], chrf[fit_on].tolist(), known_words=known[fit_on].tolist(), signals=signals)
+        trust[scored] = [model.judged(t, s, w)[0] for t, s, w in
+                         zip(model.trust(features[scored]).tolist(), nearest[scored], known[scored], strict=True)]
     by_index = dict(zip(answered, trust.tolist(), strict=True))
     return [replace(r, trust=by_index[i]) if i in by_index else r for i, r in enumerate(answers)]
 

@@ -200,7 +200,8 @@ class Recommender:
         nearest = signals[:, FEATURES.index("nearest_similarity")]
         known = self.memory.known_words([r.alert for r in answered])
         for r, found, t, s, w in zip(answered, cases, trust.tolist(), nearest.tolist(), known, strict=True):
-            yield replace(r, trust=t, verdict=self.trust_model.verdict(t, s, w), similar=found[:similar])
+            t, verdict = self.trust_model.judged(t, s, w)
+            yield replace(r, trust=t, verdict=verdict, similar=found[:similar])
 
     def signals(self, answered: list[Recommendation], k: int = TRUST_NEIGHBOURS) -> tuple[list[list[Case]], np.ndarray]:
         """The ``k`` nearest past cases of each answered alert and the trust FEATURES of its best candidate."""

@@ -23,7 +23,8 @@ alert most of whose words no past alert used ("server room UPS beeping" to an ai
 held to a stricter threshold, the similarity that would flag ``UNFAMILIAR_RATE`` of dev, by taking the
 difference off its similarity before the test, the one threshold fitted again on those scores; else
 ``uncertain`` when trust is below one half (the answer is more likely unusable than usable); else
-``confident``. Fitted values travel in the checkpoint.
+``confident``. An out-of-scope alert's trust is 0 (``TrustModel.judged``), so that trust orders the
+verdicts. Fitted values travel in the checkpoint.
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ UNFAMILIAR_RATE = 0.05  # an unfamiliar alert is out of scope below the similari
 # What an out-of-scope verdict says wherever a recommendation appears (UI, translate, rul alerts).
 UNLIKE_HISTORY = "unlike every alert in the training history"
 NOT_ADVICE = "the model's guess, not advice"
+
+
+def as_shown(text: str, verdict: str | None) -> str:
+    """A recommendation's text where no verdict stands beside it (a heatmap's title, a list to choose from):
+    marked as a guess when its alert is out of scope, so that it never reads as advice there either."""
+    return f"[out of scope: {NOT_ADVICE}] {text}" if verdict == "out-of-scope" else text
+
 MIN_SPREAD = 0.01  # a signal varying less than this on dev is not standardised (fit_trust)
 MIN_CLASS = 5  # dev answers each class needs before the regression is fitted; else the median splits them
 
@@ -91,6 +99,17 @@ class TrustModel:
         if scope_score(nearest_similarity, known_words, self.unfamiliar_penalty) < self.scope_threshold:
             return "out-of-scope"
         return "uncertain" if trust < self.uncertain_below else "confident"
+
+    def judged(self, trust: float, nearest_similarity: float, known_words: float = 1.0) -> tuple[float, str]:
+        """The trust and verdict a recommendation carries: ``trust`` as computed, but 0 for an out-of-scope alert.
+
+        The regression was fitted on in-domain dev answers; carried to an alert unlike all of them it can read
+        high ("kitchen sink drain blocked": 0.85 with the default translator), and a file filtered or a
+        selection ranked by trust must never keep a guess the verdict refused. So trust orders the verdicts:
+        out of scope 0, uncertain below ``uncertain_below``, confident from it on.
+        """
+        verdict = self.verdict(trust, nearest_similarity, known_words)
+        return (0.0 if verdict == "out-of-scope" else trust), verdict
 
     def state_dict(self) -> dict:
         return {**asdict(self), "weights": list(self.weights), "features": list(self.features)}

@@ -418,6 +418,20 @@ def test_an_alert_of_mostly_new_words_is_out_of_scope_where_a_familiar_one_is_no
     assert fit_trust(signals, [float(i % 100) for i in range(201)], 0.01).unfamiliar_penalty == 0.0  # no words given
 
 
+@given(st.floats(0.0, 1.0), st.floats(-0.1, 1.0), st.sampled_from([0.0, 0.3, 0.5, 1.0]),
+       st.floats(0.0, 1.0), st.floats(0.0, 0.5))
+@settings(max_examples=200, deadline=None)
+def test_trust_orders_the_verdicts_and_an_out_of_scope_alert_is_trusted_not_at_all(trust, nearest, known, threshold,
+                                                                                     penalty):
+    model = TrustModel((1.0,) * len(FEATURES), 0.0, scope_threshold=threshold, unfamiliar_penalty=penalty)
+    judged, verdict = model.judged(trust, nearest, known)
+    assert verdict == model.verdict(trust, nearest, known)
+    if verdict == "out-of-scope":
+        assert judged == 0.0
+    else:
+        assert judged == trust and (verdict == "confident") == (trust >= model.uncertain_below)
+
+
 def test_known_words_is_the_share_of_an_alerts_words_that_past_alerts_used():
     memory = CaseMemory(["HYD PUMP #2 LEAKING.", "L/H ENG OIL PRESS LOW"], ["REPLACED SEAL", "TOPPED OIL"])
     assert memory.known_words(["hyd pump leaking", "Kitchen pump", "l-h eng 2", "###", "sink drain", ""]) == \
@@ -445,7 +459,7 @@ def test_a_trained_checkpoint_carries_its_memory_and_judges_every_answer(tmp_pat
         assert 0.0 <= r.trust <= 1.0 and r.verdict in VERDICTS and len(r.similar) == 2
     assert results[0].similar[0].alert == "pump vibration high"
     assert results[0].similar[0].similarity == pytest.approx(1.0, abs=1e-5)
-    assert results[1].verdict == "out-of-scope"
+    assert results[1].verdict == "out-of-scope" and results[1].trust == 0.0  # ranked below every answer in scope
     assert (results[2].trust, results[2].verdict, results[2].similar) == (None, None, [])
     cases, signals = recommender.signals(results[:2], k=1)  # however few cases are shown
     assert [len(found) for found in cases] == [1, 1]
