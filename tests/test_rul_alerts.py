@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from seq2seq.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
-from seq2seq.rul.alerts import MIN_DEVIATION, engine_alerts, strength_of, weighted_deviations
+from seq2seq.rul.alerts import MIN_DEVIATION, MIN_HISTORY, engine_alerts, strength_of, too_short, weighted_deviations
 
 KEPT = [2, 3, 4, 7, 11]  # T24, T30, T50, P30, Ps30
 
@@ -57,6 +57,18 @@ def test_short_histories_use_only_their_real_cycles():
     signed, score, peak = weighted_deviations(values, uniform_attention(12))
     assert signed.shape == score.shape == peak.shape == (len(KEPT),)
     assert (peak < 12).all()
+
+
+@pytest.mark.parametrize("length", range(1, MIN_HISTORY + 2))
+def test_a_history_too_short_for_a_reference_raises_no_alert_and_says_why(length):
+    values = history(length=length, seed=5)
+    values[-max(1, length // 2):, 1] += 3.0  # T30 jumps in the later cycles
+    alerts, deviations = engine_alerts(values, np.arange(1, length + 1), uniform_attention(min(length, 30)), KEPT)
+    assert set(deviations) == {"T24", "T30", "T50", "P30", "Ps30"}  # the figures still have their deviations
+    if length < MIN_HISTORY:
+        assert alerts == [] and too_short(length).startswith(f"only {length} cycles of history")
+    else:
+        assert alerts[0].symbol == "T30" and too_short(length) == ""
 
 
 @pytest.mark.parametrize(("deviation", "strength"), [(0.6, "slight"), (-1.2, "moderate"), (2.0, "sharp"),

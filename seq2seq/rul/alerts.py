@@ -23,6 +23,8 @@ import numpy as np
 from seq2seq.catalog import sensor, sensor_alert
 
 BASELINE_CYCLES = 20  # early cycles taken as the engine's healthy reference
+MIN_BASELINE = 5  # ... at the least: one to four noisy cycles as the reference raised alerts from noise alone
+MIN_HISTORY = 4 * MIN_BASELINE  # cycles of history an engine needs for alerts (its reference is its first quarter)
 MIN_DEVIATION = 0.5  # |signed deviation| (training std) below which a sensor raises no alert
 MODERATE_FROM = 1.0  # |signed deviation| from which an alert is "moderate"
 SHARP_FROM = 2.0  # ... and from which it is "sharp"
@@ -67,10 +69,14 @@ def engine_alerts(values: np.ndarray, cycles: np.ndarray, attention: np.ndarray,
                   max_alerts: int = MAX_ALERTS) -> tuple[list[Alert], dict[str, float]]:
     """Alerts for one engine (strongest first) and every kept sensor's signed deviation by symbol.
 
-    ``attention`` covers the real (unpadded) cycles of the last window, oldest first.
+    ``attention`` covers the real (unpadded) cycles of the last window, oldest first. A history shorter than
+    ``MIN_HISTORY`` raises none (``too_short``): its reference would be a cycle or two, and noise would read as a trend.
     """
     signed, score, peak = weighted_deviations(values, attention)
     symbols = [sensor(index).symbol for index in kept_sensors]
+    deviations = {symbol: float(value) for symbol, value in zip(symbols, signed, strict=True)}
+    if too_short(len(values)):
+        return [], deviations
     alerts = []
     for f in np.argsort(-score, kind="stable")[:max_alerts]:
         if abs(signed[f]) < MIN_DEVIATION:
@@ -79,4 +85,12 @@ def engine_alerts(values: np.ndarray, cycles: np.ndarray, attention: np.ndarray,
         strength = strength_of(float(signed[f]))
         alerts.append(Alert(symbols[f], direction, strength, float(signed[f]), float(score[f]),
                             int(cycles[peak[f]]), sensor_alert(symbols[f], direction, strength)))
-    return alerts, {symbol: float(value) for symbol, value in zip(symbols, signed, strict=True)}
+    return alerts, deviations
+
+
+def too_short(cycles: int) -> str:
+    """Why an engine with ``cycles`` cycles of history raises no alert; "" when it has enough to be judged."""
+    if cycles >= MIN_HISTORY:
+        return ""
+    return (f"only {cycles} cycles of history: alerts need at least {MIN_HISTORY} (the first quarter, {MIN_BASELINE} "
+            "cycles or more, as the engine's healthy reference); too few to tell a trend from noise")

@@ -19,7 +19,7 @@ import torch
 from seq2seq.config import RulConfig, SearchConfig
 from seq2seq.errors import DataError
 from seq2seq.recommender import Recommendation, Recommender
-from seq2seq.rul.alerts import Alert, engine_alerts
+from seq2seq.rul.alerts import Alert, engine_alerts, too_short
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.evaluate import predict
 from seq2seq.rul.model import RulModel
@@ -44,6 +44,11 @@ class EngineReport:
 
     def alert_lines(self) -> list[str]:
         return [alert.line(self.health) for alert in self.alerts]
+
+    @property
+    def note(self) -> str:
+        """Why no alert could be raised at all ("" when the history was long enough to judge)."""
+        return too_short(len(self.rul_trend))
 
 
 class EngineMonitor:
