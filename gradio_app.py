@@ -15,31 +15,22 @@ Tabs:
 - Under every recommendation of those two tabs: was it **right** or **wrong**, and what the technician
   did instead; stored in the feedback database (``--feedback-db``, default ``feedback.sqlite`` in
   ``--default-dir``; ``seq2seq.serving.feedback``) through the same handler as ``/feedback``.
-- **Batch**: an incident log (CSV, TSV, JSONL or TXT) -> the same rows with recommendation and score,
-  as a download (``seq2seq.serving.translate_file``).
+- **Batch**: an incident log (CSV, TSV, JSONL or TXT) -> the same rows with recommendation, score, trust,
+  verdict and the nearest past case's action, as a download (``seq2seq.serving.translate_file``).
 
 The handlers behind the events are in ``seq2seq/serving/handlers.py``; this file lays out the page.
 
-Default models: without ``--model`` the app uses ``translator.pt``, without ``--rul-model``
-``rul.pt``, in ``--default-dir`` (``runs/default/``). A missing one is trained first and cached there, with its
-progress on the terminal: the translator on the embedded corpus with the default configuration
-(about 3 minutes, at most TRANSLATOR_MINUTES), the RUL model on 100 seeded synthetic engines (at
-most RUL_MINUTES), under 5 minutes together on 2 CPU cores. Later launches start in seconds; delete
-the files to retrain.
+Default models: ``translator.pt`` and ``rul.pt`` in ``--default-dir`` (``runs/default/``) unless ``--model`` and
+``--rul-model`` name others. A missing one is trained first and cached there (the translator on the embedded
+corpus, the RUL model on 100 seeded synthetic engines: under 5 minutes together on 2 CPU cores).
 
-``--smoke-test`` is the non-interactive run (CI, a fresh clone): the same models (built if missing),
-the app served on a free loopback port, the page fetched and each named endpoint called once through
-gradio_client (``seq2seq.serving.smoke``), the results and a one-line summary with timings printed, then
-shut down: exit 0, or 1 with a one-line error.
+``--smoke-test`` (CI, a fresh clone): the same models, the app on a free loopback port, the page fetched and
+each endpoint called once (``seq2seq.serving.smoke``), a one-line summary with timings: exit 0, or 1 with one line.
 
-Programs call the named endpoints with gradio_client, ``Client(url).predict(..., api_name=NAME)``:
-``/recommend`` (alerts, translator, beam size, n-best -> JSON), ``/engine_health`` (bundled engine
-or uploaded file + unit, translator -> JSON) and ``/translate_file`` (file, column, translator,
-beam size -> output file). The JSON carries the raw attention matrices as nested lists. ``/feedback``
-(alert, recommendation, verdict ``right`` or ``wrong``, correction, technician -> the record's id) stores a
-technician's verdict, committed to the database before it answers.
+Programs call the named endpoints (``/recommend``, ``/engine_health``, ``/translate_file``, ``/feedback``) with
+gradio_client, ``Client(url).predict(..., api_name=NAME)``; their inputs and JSON: docs/serving.md.
 
-Serving (docs/serving.md): concurrent /recommend calls share decoder passes; one engine job and one file
+Serving: concurrent /recommend calls share decoder passes; one engine job and one file
 job run at a time, each queued behind its own kind only; the queue is bounded and cannot be skipped;
 ``GET /health`` and ``POST /api/recommend`` answer outside it (``App``). Uploads are capped at
 MAX_FILE_SIZE and only gr.File uploads are read; results and Gradio's copies are deleted after
@@ -74,7 +65,7 @@ from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator, load_translators
 from seq2seq.serving.app import QUEUE_CONCURRENCY, QUEUE_SIZE, RECOMMEND_CONCURRENCY, App
 from seq2seq.serving.feedback import VERDICTS, FeedbackStore
-from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers
+from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers, plot_updates
 from seq2seq.serving.requests import RawPayload
 from seq2seq.serving.smoke import smoke_test
 
@@ -108,6 +99,15 @@ def upload_box(label: str, file_types: list[str], elem_id: str, height: int | No
     upload = gr.File(label=label, file_types=file_types, type="filepath", height=height, elem_id=elem_id)
     upload.data_model = RawPayload
     return upload
+
+
+def _cleared_on_refusal(asked: Any, outputs: list[Any], plots: list[gr.Plot]) -> None:
+    """When the request ``asked`` is refused, its tab's ``outputs`` and ``plots`` show nothing of the answer before,
+    which would read as the answer to this one (the refusal itself is Gradio's message, gone after seconds)."""
+    def cleared() -> list[Any]:
+        return [gr.Dropdown(choices=[], value=None) if isinstance(output, gr.Dropdown) else None for output in outputs
+                ] + plot_updates([], len(plots))
+    asked.failure(cleared, None, [*outputs, *plots], api_visibility="private", queue=False)
 
 
 def _translator_dropdown(handlers: Handlers) -> gr.Dropdown:
@@ -169,12 +169,13 @@ def _alerts_tab(h: Handlers, concurrency: int) -> None:
     shown_summary, recommendations = gr.State(), gr.State()
     # preprocess=False: the handler gets what a program sent and checks it (a Textbox would pass str(payload),
     # reading a list as its repr).
-    shown = button.click(h.recommend, [text, translator, beam, n_best], [data, shown_summary, recommendations],
+    asked = button.click(h.recommend, [text, translator, beam, n_best], [data, shown_summary, recommendations],
                          api_name="recommend", concurrency_limit=concurrency, concurrency_id="recommend",
-                         preprocess=False).success(
-        h.show_recommendations, [shown_summary, recommendations, level], [summary, choice, *plots],
-        api_name="show_recommendations", api_visibility="private")
+                         preprocess=False)
+    shown = asked.success(h.show_recommendations, [shown_summary, recommendations, level], [summary, choice, *plots],
+                          api_name="show_recommendations", api_visibility="private")
     feedback_choice, answered = _verdict_panel(h, "alerts")
+    _cleared_on_refusal(asked, [data, summary, choice, feedback_choice, answered], plots)
     shown.success(h.feedback_targets, [recommendations], [feedback_choice, answered],
                   api_name="alerts_feedback_targets", api_visibility="private")
     for control, name in ((choice, "show_alert"), (level, "show_alert_level")):
@@ -201,19 +202,22 @@ def _engine_tab(h: Handlers) -> None:
     shown_summary, report = gr.State(), gr.State()
     upload.change(h.file_units, [upload], [file_unit], api_name="file_units", api_visibility="private",
                   preprocess=False)
-    shown = button.click(h.engine_health, [unit, upload, file_unit, translator], [data, shown_summary, report],
+    asked = button.click(h.engine_health, [unit, upload, file_unit, translator], [data, shown_summary, report],
                          api_name="engine_health", concurrency_limit=ENGINE_CONCURRENCY, concurrency_id="engine",
-                         preprocess=False).success(
-        h.show_engine, [shown_summary, report], [summary, attention, deviations, *plots], api_name="show_engine",
-        api_visibility="private")
+                         preprocess=False)
+    shown = asked.success(h.show_engine, [shown_summary, report], [summary, attention, deviations, *plots],
+                          api_name="show_engine", api_visibility="private")
     feedback_choice, answered = _verdict_panel(h, "engine")
+    _cleared_on_refusal(asked, [data, summary, attention, deviations, feedback_choice, answered], plots)
     shown.success(lambda r: h.feedback_targets(r.recommendations), [report], [feedback_choice, answered],
                   api_name="engine_feedback_targets", api_visibility="private")
 
 
 def _batch_tab(h: Handlers) -> None:
-    gr.Markdown("Every row of the uploaded log comes back with its recommendation, score and error (if any). "
-                "CSV/TSV need a header row; JSONL one object per line; TXT one alert per line (returned as CSV).")
+    gr.Markdown("Every row of the uploaded log comes back with its recommendation, score, trust, verdict, the "
+                "action of the most similar past case (similar_action) and error (if any). A row whose verdict is "
+                "out-of-scope holds the model's guess, not advice, and trust 0. CSV/TSV need a header row; JSONL one "
+                "object per line; TXT one alert per line (returned as CSV).")
     with gr.Row():
         upload = upload_box(label="Incident log", file_types=[".csv", ".tsv", ".jsonl", ".txt"], elem_id="batch-file")
         with gr.Column():
@@ -222,14 +226,17 @@ def _batch_tab(h: Handlers) -> None:
             translator = _translator_dropdown(h)
             beam = _beam_slider(h, translator)
             button = gr.Button("Translate file", variant="primary", elem_id="translate-file")
-    result = gr.File(label="Result: every row with recommendation, score and error", elem_id="batch-result")
+    result = gr.File(label="Result: every row with recommendation, score, trust, verdict, similar_action and error",
+                     elem_id="batch-result")
     summary = gr.Markdown(elem_id="batch-summary")
     state = gr.State()
     upload.change(h.column_choices, [upload], [column], api_name="file_columns", api_visibility="private",
                   preprocess=False)
-    button.click(h.translate_upload, [upload, column, translator, beam], [result, state], api_name="translate_file",
-                 concurrency_limit=BATCH_CONCURRENCY, concurrency_id="batch", preprocess=False).success(
-        lambda s: s.summary(), [state], [summary], api_name="batch_summary", api_visibility="private")
+    asked = button.click(h.translate_upload, [upload, column, translator, beam], [result, state],
+                         api_name="translate_file", concurrency_limit=BATCH_CONCURRENCY, concurrency_id="batch",
+                         preprocess=False)
+    asked.success(lambda s: s.summary(), [state], [summary], api_name="batch_summary", api_visibility="private")
+    _cleared_on_refusal(asked, [result, summary], [])
 
 
 def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, engines: list[Engine],

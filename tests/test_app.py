@@ -132,6 +132,8 @@ def test_empty_or_over_long_input_gives_a_readable_error(client, text, message):
     (("pump vibration high", "tiny", 2.7, 1), "whole numbers"),  # not quietly beam 2
     (("pump vibration high", "tiny", 3, 1.5), "whole numbers"),
     (("pump vibration high", "tiny", 99, 1), "Beam size must be"),
+    (("pump vibration high", "tiny", 0, 1), "Beam size must be"),  # 0 is no stand-in for the default
+    (("pump vibration high", "tiny", 1, 0), "Beam size must be"),
     (("pump vibration high", ["tiny"], 1, 1), "Unknown translator"),
     (("pump vibration high", 7, 1, 1), "Unknown translator"),  # None is the default translator
 ])

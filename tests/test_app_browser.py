@@ -169,6 +169,18 @@ def test_empty_alerts_show_a_readable_message(page):
     expect(page.get_by_text("Type at least one alert").first).to_be_visible(timeout=TIMEOUT_MS)
 
 
+def test_a_refused_request_leaves_nothing_of_the_answer_before_on_the_page(page, recommender):
+    page.locator("#alerts textarea").fill(UI_ALERTS[0])
+    page.locator("#recommend").click()
+    answer = recommender.recommend([UI_ALERTS[0]])[0].text
+    expect(page.locator("#summary")).to_contain_text(answer, timeout=TIMEOUT_MS)
+    page.locator("#alerts textarea").fill("\n".join([UI_ALERTS[0]] * (MAX_ALERTS + 1)))
+    page.locator("#recommend").click()
+    expect(page.get_by_text("Too much input").first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#summary")).not_to_contain_text(answer, timeout=TIMEOUT_MS)
+    expect(page.locator("#heatmap img")).to_have_count(0, timeout=TIMEOUT_MS)
+
+
 def test_engine_tab_shows_rul_figures_and_alert_heatmaps(page, screenshots):
     posted: list[bytes] = []
     page.on("request", lambda request: posted.append(request.post_data_buffer or b""))

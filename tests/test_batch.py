@@ -362,3 +362,14 @@ def test_unusable_input_is_a_one_line_data_error(recommender, tmp_path, name, co
         translate_file(recommender, path, tmp_path / "out.csv")
     assert message in str(caught.value) and "\n" not in str(caught.value)
     assert "--" not in str(caught.value)  # the UI's Batch tab shows it too, and has no command-line flags
+
+
+def test_the_summary_counts_the_guesses_out_of_scope_apart_and_their_trust_is_zero(recommender, tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text("pump vibration high\nthe quick brown fox\n", encoding="utf-8")
+    summary = translate_file(recommender, log, tmp_path / "out.csv")
+    rows = read_csv(tmp_path / "out.csv")
+    assert rows[0]["verdict"] != "out-of-scope" and rows[1]["verdict"] == "out-of-scope"  # trust 0 (trust.py)
+    assert float(rows[1]["trust"]) == 0.0 < float(rows[0]["trust"])
+    assert (summary.translated, summary.out_of_scope) == (2, 1)
+    assert summary.summary().startswith("2 rows: 2 translated (1 out of scope: guesses, not advice; ")

@@ -269,7 +269,8 @@ def test_the_summary_counts_a_translated_row_with_a_warning_apart_from_the_faile
     source = tmp_path / "in.txt"
     source.write_text("pump vibration high\n" + "pump vibration high and " * 5 + "\n\n", encoding="utf-8")
     result = translate(model, "--input", str(source), "--output", str(tmp_path / "out.txt"))
-    assert "out.txt: 3 rows: 2 translated (1 with a warning), 1 with errors; " in result.error_lines[-1]
+    assert "out.txt: 3 rows: 2 translated (" in result.error_lines[-1]  # then any out of scope, apart too
+    assert "1 with a warning), 1 with errors; " in result.error_lines[-1]
 
 
 def test_evaluate_refuses_a_hypotheses_folder_before_decoding(model, tmp_path, monkeypatch):

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from html import unescape
+
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from seq2seq.memory import Case
 from seq2seq.recommender import Candidate, Recommendation
-from seq2seq.serving.views import alerts_markdown, recommendation_json, translation_json
-from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
+from seq2seq.serving.figures import recommendation_figures
+from seq2seq.serving.views import alerts_markdown, as_written, engine_markdown, recommendation_json, translation_json
+from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY, as_shown
 
 
 def recommendation(verdict: str, texts=("inspect pump bearings", "replace pump seal")) -> Recommendation:
@@ -42,3 +48,40 @@ def test_json_views_carry_trust_verdict_past_cases_and_word_attention():
     line = translation_json(recommendation("uncertain"))
     assert (line["recommendation"], line["verdict"], line["alternatives"][0]["text"]) == (
         "inspect pump bearings", "uncertain", "replace pump seal")
+
+
+def test_an_engine_too_short_to_judge_says_why_it_raises_no_alert():
+    data = {"unit": 7, "source": "short.txt", "rul": 129.0, "health": "healthy",
+            "health_probabilities": {"healthy": 1.0}, "alerts": [], "recommendations": [],
+            "note": "only 3 cycles of history: ..."}
+    assert "No alerts: only 3 cycles of history" in engine_markdown(data)
+    assert "No sensor deviates" in engine_markdown({**data, "note": ""})
+
+
+def test_the_engine_tab_shows_each_alerts_trust_and_no_advice_out_of_scope():
+    data = {"unit": 2, "source": "bundled", "rul": 19.0, "health": "critical",
+            "health_probabilities": {"critical": 1.0},
+            "alerts": [{"line": "critical: t30 up", "cycle": 90}, {"line": "critical: t50 up", "cycle": 91}],
+            "recommendations": [recommendation_json(recommendation(v)) for v in ("confident", "out-of-scope")],
+            "note": ""}
+    first, second = engine_markdown(data).splitlines()[-2:]
+    assert first.endswith("→ **CONFIDENT** (trust 0.90): **inspect pump bearings**")
+    assert "**OUT OF SCOPE**" in second and "~~inspect pump bearings~~" in second and "trust" not in second
+
+
+def test_out_of_scope_guesses_are_marked_as_such_where_no_verdict_stands_beside_them():
+    guess, advice = recommendation("out-of-scope"), recommendation("confident")
+    titles = [" ".join(figure.axes[0].get_title().split()) for figure in recommendation_figures(guess)]  # wrapped
+    assert titles == [f"1. [out of scope: {NOT_ADVICE}] inspect pump bearings",
+                      f"2. [out of scope: {NOT_ADVICE}] replace pump seal"]
+    assert recommendation_figures(advice)[0].axes[0].get_title() == "1. inspect pump bearings"
+    assert as_shown("replace pump seal", "uncertain") == "replace pump seal"
+
+
+@given(st.text(st.characters(codec="ascii", categories=["L", "N", "P", "S", "Zs"]), max_size=40).filter(str.strip))
+@settings(max_examples=300, deadline=None)
+def test_typed_text_shows_as_written_never_as_markup(text):
+    html = MarkdownIt("commonmark").render(as_written(text)).strip()  # a CommonMark renderer, as the page's is
+    assert html.startswith("<p>") and html.endswith("</p>")
+    inner = html.removeprefix("<p>").removesuffix("</p>")
+    assert "<" not in inner and unescape(inner) == text.strip()  # no element, no link, image or emphasis: the text

@@ -65,11 +65,14 @@ class BatchSummary:
     skipped_resume: int  # rows already in the output when this run resumed it
     seconds: float
     warned: int = 0  # of the errors, rows translated all the same (a truncated alert): a warning, not a failure
+    out_of_scope: int = 0  # of the rows translated, those whose alert is out of scope: a guess, not advice
 
     def summary(self) -> str:
-        """One line, e.g. "120 rows: 118 translated (1 with a warning), 2 with errors, 40 done before (resume);
-        2.5 s (48 rows/s)"."""
-        warned = f" ({self.warned} with a warning)" if self.warned else ""
+        """One line, e.g. "120 rows: 118 translated (3 out of scope: guesses, not advice; 1 with a warning), 2 with
+        errors, 40 done before (resume); 2.5 s (48 rows/s)"."""
+        notes = [f"{self.out_of_scope} out of scope: guesses, not advice"] * bool(self.out_of_scope) + \
+            [f"{self.warned} with a warning"] * bool(self.warned)
+        warned = f" ({'; '.join(notes)})" if notes else ""
         resumed = f", {self.skipped_resume} done before (resume)" if self.skipped_resume else ""
         rate = self.rows / self.seconds if self.seconds > 0 else 0.0
         return (f"{self.rows} rows: {self.translated} translated{warned}, {self.errors - self.warned} with errors"
@@ -187,19 +190,22 @@ class FileJob:
                     if skipped < sinks.done:
                         raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only "
                                         f"{skipped}; it is not this input's output")
-                    done, translated, errors, warned = self._translate_rows(rows, sinks, skipped, total, progress,
-                                                                            part is None)
+                    done, translated, errors, warned, out_of_scope = self._translate_rows(rows, sinks, skipped, total,
+                                                                                          progress, part is None)
             except OSError as err:  # writing the header
                 raise _stopped(_unwritten(err, output_path), 0, True, part is None) from None
-        return BatchSummary(done - skipped, translated, errors, skipped, time.monotonic() - started, warned)
+        return BatchSummary(done - skipped, translated, errors, skipped, time.monotonic() - started, warned,
+                            out_of_scope)
 
     def _translate_rows(self, rows: Iterator[Row], sinks: Sinks, done: int, total: int | None,
-                        progress: Callable[[int, int | None], None] | None, whole: bool) -> tuple[int, int, int, int]:
-        """Rows done (``done`` before), translated, with an error and, of those, translated all the same.
+                        progress: Callable[[int, int | None], None] | None,
+                        whole: bool) -> tuple[int, int, int, int, int]:
+        """Rows done (``done`` before), translated, with an error and, of those, translated all the same; and of
+        the rows translated, those out of scope.
 
         A bad record or a failed write on the way is a JobStopped (``whole``: the job is not part of a split
         one, whose layer ends every process alike)."""
-        translated = errors = warned = 0
+        translated = errors = warned = out_of_scope = 0
         if progress:
             progress(done, total)
         try:
@@ -208,6 +214,8 @@ class FileJob:
                 sinks.write(chunk, results)
                 done += len(chunk)
                 translated += sum(1 for result in results if result and result.candidates)
+                out_of_scope += sum(1 for result in results if result and result.candidates
+                                    and result.verdict == "out-of-scope")
                 failed = [result for row, result in zip(chunk, results, strict=True) if row_error(row, result)]
                 errors += len(failed)
                 warned += sum(1 for result in failed if result and result.candidates)
@@ -217,7 +225,7 @@ class FileJob:
             raise _stopped(_unwritten(err, self.output_path), done, True, whole) from None
         except DataError as err:
             raise _stopped(str(err), done, False, whole) from None
-        return done, translated, errors, warned
+        return done, translated, errors, warned, out_of_scope
 
 
 def _stopped(message: str, kept: int, resumable: bool, whole: bool) -> DataError:

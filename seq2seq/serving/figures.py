@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.rul.monitor import EngineReport
 from seq2seq.tokenizer import piece_label
+from seq2seq.trust import as_shown
 from seq2seq.words import word_attention
 
 
@@ -47,8 +48,10 @@ def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | 
 
 
 def recommendation_figures(recommendation: Recommendation, words: bool = True) -> list[Figure]:
-    """One heatmap per candidate (the shown output first, then each n-best alternative)."""
-    return [heatmap_figure(recommendation.source_pieces, candidate, f"{i + 1}. {candidate.text}", words)
+    """One heatmap per candidate (the shown output first, then each n-best alternative), each titled with its
+    text, marked as a guess out of scope."""
+    return [heatmap_figure(recommendation.source_pieces, candidate,
+                           f"{i + 1}. {as_shown(candidate.text, recommendation.verdict)}", words)
             for i, candidate in enumerate(recommendation.candidates)]
 
 

@@ -25,6 +25,7 @@ from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.alerts import MAX_ALERTS as ENGINE_ALERTS
 from seq2seq.rul.cmapss import Engine, read_cmapss
 from seq2seq.rul.monitor import EngineMonitor, EngineReport
+from seq2seq.serving import views
 from seq2seq.serving.batch import translate_file
 from seq2seq.serving.batcher import MicroBatcher, retry_after
 from seq2seq.serving.decoder_process import DecoderProcess
@@ -34,7 +35,7 @@ from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_
 from seq2seq.serving.gate import Refused
 from seq2seq.serving.incident_log import read_columns
 from seq2seq.serving.requests import alert_lines, refusal, unit_number, uploaded, user_errors, whole_number
-from seq2seq.serving.views import CONFIDENCE_NOTE, alerts_markdown, engine_json, engine_markdown, recommendation_json
+from seq2seq.trust import as_shown
 
 MAX_ALERTS, MAX_CHARS = 50, 10_000  # per /recommend request; files go to the Batch tab
 MAX_BEAM, MAX_N_BEST = 10, 5
@@ -119,8 +120,10 @@ class Handlers:
 
     def search(self, recommender: Recommender, beam_size: float | None, n_best: float | None = 1,
                warn: Callable[[str], Any] = gr.Warning) -> SearchConfig:
-        """The translator's search defaults with the beam size and n-best asked for (None or 0: its default beam)."""
-        beam, n = whole_number(beam_size or recommender.search.beam_size), whole_number(n_best or 1)
+        """The translator's search defaults with the beam size and n-best asked for (None: its default beam, and one
+        answer); 0 is refused as any other number outside the ranges is, not taken for the default."""
+        beam = whole_number(recommender.search.beam_size if beam_size is None else beam_size)
+        n = whole_number(1 if n_best is None else n_best)
         if beam is None or n is None:
             raise refusal(f"Beam size and n-best must be whole numbers (got {beam_size!r} and {n_best!r}).")
         if not (1 <= beam <= MAX_BEAM and 1 <= n <= MAX_N_BEST):
@@ -138,7 +141,7 @@ class Handlers:
         the browser in the request (up to 13 MB at beam 10, n-best 5), past the body cap; a State of the JSON
         itself would keep that much per session."""
         data, recommendations = await self._recommend(text, translator, beam_size, n_best, gr.Warning)
-        return data, alerts_markdown(data["alerts"]), recommendations
+        return data, views.alerts_markdown(data["alerts"]), recommendations
 
     async def recommend_direct(self, inputs: Any) -> dict[str, Any]:
         """POST /api/recommend (seq2seq/serving/gate.py): /recommend's inputs as a JSON list, its JSON back;
@@ -165,8 +168,8 @@ class Handlers:
                 warn(f"Alert {i}: {r.warning}.")
         data = {"translator": translator, "attention_type": recommender.model.config.attention,
                 "members": len(getattr(recommender.model, "members", [None])),  # an ensemble's attention is their mean
-                "beam_size": search.beam_size, "n_best": search.n_best, "confidence": CONFIDENCE_NOTE,
-                "alerts": [recommendation_json(r) for r in recommendations]}
+                "beam_size": search.beam_size, "n_best": search.n_best, "confidence": views.CONFIDENCE_NOTE,
+                "alerts": [views.recommendation_json(r) for r in recommendations]}
         return data, recommendations
 
     def show_recommendations(self, summary: str, recommendations: list[Recommendation], level: str):
@@ -212,13 +215,13 @@ class Handlers:
             engine, source = self.pick_engine(unit, upload, file_unit)
             report = self.monitor.analyse(engine, recommender, search)
         self.shown.remember(self.digests[translator], report.recommendations)
-        data = engine_json(report, source)
-        return data, engine_markdown(data), report  # as /recommend's: the next step shows the summary from a State
+        data = views.engine_json(report, source)
+        return data, views.engine_markdown(data), report  # as /recommend: shown from a State
 
     def show_engine(self, summary: str, report: EngineReport):
         shown = [(k, r) for k, r in enumerate(report.recommendations, 1) if r.candidates]
         labels = [f"Alert {k}: {r.alert}" for k, r in shown]
-        figures = [heatmap_figure(r.source_pieces, r.candidates[0], f"{label}\n{r.candidates[0].text}")
+        figures = [heatmap_figure(r.source_pieces, r.candidates[0], f"{label}\n{as_shown(r.text, r.verdict)}")
                    for label, (_, r) in zip(labels, shown, strict=True)]
         return [summary, attention_figure(report), deviation_figure(report),
                 *plot_updates(figures, ENGINE_ALERTS, labels)]
@@ -282,7 +285,7 @@ class Handlers:
     def feedback_targets(self, recommendations: list[Recommendation]):
         """The verdict panel's choice of recommendation (those with one), and the list it indexes."""
         answered = [r for r in recommendations if r.candidates]
-        choices = [(f"{i}. {r.alert} -> {r.text}", i - 1) for i, r in enumerate(answered, 1)]
+        choices = [(f"{i}. {r.alert} -> {as_shown(r.text, r.verdict)}", i - 1) for i, r in enumerate(answered, 1)]
         return gr.Dropdown(choices=choices, value=0 if choices else None), answered
 
     def feedback_on(self, verdict: str, answered: list[Recommendation] | None, index: Any, correction: str,
@@ -292,4 +295,5 @@ class Handlers:
             raise refusal("Get a recommendation first, then choose it and say whether it was right.")
         chosen = answered[index]
         record = self.feedback(chosen.alert, chosen.text, verdict, correction, technician)
-        return f"Thank you: saved as feedback record {record} ({verdict}: {chosen.alert!r} -> {chosen.text!r})."
+        return (f"Thank you: saved as feedback record {record} ({verdict}: \"{views.as_written(chosen.alert)}\" -> "
+                f"\"{views.as_written(chosen.text)}\").")

@@ -68,6 +68,7 @@ def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | 
     summary = world.outcome(lambda: mine.run(progress=progress, part=world.share(total, job.chunk_rows),
                                              header=world.is_main))
     world.outcome(merge)
-    rows, translated, errors, warned = (int(world.sum(count)) for count in
-                                        (summary.rows, summary.translated, summary.errors, summary.warned))
-    return BatchSummary(rows, translated, errors, 0, world.max(summary.seconds), warned)
+    rows, translated, errors, warned, out_of_scope = (
+        int(world.sum(count)) for count in
+        (summary.rows, summary.translated, summary.errors, summary.warned, summary.out_of_scope))
+    return BatchSummary(rows, translated, errors, 0, world.max(summary.seconds), warned, out_of_scope)

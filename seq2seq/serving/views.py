@@ -64,7 +64,7 @@ def candidate_json(source_pieces: list[str], c: Candidate, log_prob: float, top:
 
 def engine_json(report: EngineReport, source: str) -> dict[str, Any]:
     return {
-        "source": source, "unit": report.unit, "rul": report.rul, "health": report.health,
+        "source": source, "unit": report.unit, "rul": report.rul, "health": report.health, "note": report.note,
         "health_probabilities": report.health_probabilities, "window_cycles": report.window_cycles,
         "attention": report.attention, "deviations": report.deviations,
         "alerts": [{"line": alert.line(report.health), "phrase": alert.phrase, "symbol": alert.symbol,
@@ -81,38 +81,52 @@ TRUST_NOTE = ("trust = the probability, fitted on the dev split, that an answer 
               "what they did, whether they agree among themselves and whether alerts like it were answered at "
               "length (narratives, which no model words alike); out of scope = less similar to every past "
               f"alert than all but {FLAG_RATE:.0%} of the dev alerts ({UNFAMILIAR_RATE:.0%} for an alert most of whose "
-              "words no past alert used). Answers with higher trust are right more often: "
+              "words no past alert used), and its trust is 0. Answers with higher trust are right more often: "
               "`seq2seq evaluate --json` reports, under \"selective\", the scores of the 90%, 80%, ... of answers "
               "the model is surest of")
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+# Markdown's punctuation escaped, HTML's as entities, line breaks as spaces: typed or past text shows as written.
+_AS_WRITTEN = str.maketrans({**{c: "\\" + c for c in "\\`*_{}[]()#+-.!|~$"}, "<": "&lt;", ">": "&gt;", "&": "&amp;",
+                             "\n": " ", "\r": " "})
+
+
+def as_written(text: str) -> str:
+    """Alert, action or file-name text for a Markdown page: shown as written, never as markup (an alert typed as
+    ``![x](http://host/x.png)`` would have the browser fetch that address; ``**egt**`` would turn bold), and kept
+    in its table cell."""
+    return text.translate(_AS_WRITTEN)
+
+
+def verdict_line(item: dict[str, Any]) -> str:
+    """A recommendation's badge, trust and best text (``recommendation_json``), as the Alerts and Engine-health
+    tabs show it: out of scope, a struck-through guess beside the reason instead of advice."""
+    text = as_written(item["recommendations"][0]["text"])
+    if item["verdict"] == "out-of-scope":
+        return f"{BADGES['out-of-scope']}: this alert is {UNLIKE_HISTORY}. {NOT_ADVICE.capitalize()}: ~~{text}~~"
+    trust = f" (trust {item['trust']:.2f})" if item["trust"] is not None else ""
+    return f"{BADGES[item['verdict']]}{trust}: **{text}**"
 
 
 def alerts_markdown(alerts: list[dict[str, Any]]) -> str:
     """Per alert: the best recommendation with its confidence, then (n-best > 1) a table of the alternatives."""
     blocks = []
     for i, item in enumerate(alerts, 1):
-        lines = [f"#### {i}. {_cell(item['alert'])}"]
+        lines = [f"#### {i}. {as_written(item['alert'])}"]
         if item["warning"]:
-            lines.append(f"*{item['warning']}*")
+            lines += [f"*{as_written(item['warning'])}*", ""]  # a paragraph of its own, not run into the verdict
         candidates = item["recommendations"]
         if candidates and item["verdict"] == "out-of-scope":
-            lines.append(f"{BADGES['out-of-scope']}: this alert is {UNLIKE_HISTORY}. "
-                         f"Check it by hand; the nearest past cases are below. "
-                         f"{NOT_ADVICE.capitalize()}: ~~{_cell(candidates[0]['text'])}~~")
+            lines.append(f"{verdict_line(item)}. Check it by hand; the nearest past cases are below.")
         elif candidates:
-            best = candidates[0]
-            lines.append(f"{BADGES[item['verdict']]} (trust {item['trust']:.2f}): **{_cell(best['text'])}** — "
-                         f"confidence {best['confidence']:.2f} per piece")
+            lines.append(f"{verdict_line(item)} — confidence {candidates[0]['confidence']:.2f} per piece")
         if item["similar"]:
             lines += ["", "| past alert | action taken | similarity |", "|---|---|---|"]
-            lines += [f"| {_cell(c['alert'])} | {_cell(c['action'])} | {c['similarity']:.2f} |"
+            lines += [f"| {as_written(c['alert'])} | {as_written(c['action'])} | {c['similarity']:.2f} |"
                       for c in item["similar"]]
         if len(candidates) > 1 and item["verdict"] != "out-of-scope":  # no list of guesses that looks like advice
             lines += ["", "| # | alternative | score | confidence | share |", "|---|---|---|---|---|"]
-            lines += [f"| {k} | {_cell(c['text'])} | {c['score']:.3f} | {c['confidence']:.2f} | {c['share']:.1%} |"
+            lines += [f"| {k} | {as_written(c['text'])} | {c['score']:.3f} | {c['confidence']:.2f} | {c['share']:.1%} |"
                       for k, c in enumerate(candidates, 1)]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + f"\n\n<small>{TRUST_NOTE}. {CONFIDENCE_NOTE}</small>"
@@ -121,12 +135,13 @@ def alerts_markdown(alerts: list[dict[str, Any]]) -> str:
 def engine_markdown(data: dict[str, Any]) -> str:
     """RUL, health and its probabilities, then one line per alert with its recommendation."""
     probabilities = ", ".join(f"{k} {v:.0%}" for k, v in data["health_probabilities"].items())
-    lines = [f"### Engine {data['unit']} ({_cell(data['source'])}): RUL {data['rul']:.0f} cycles, "
+    lines = [f"### Engine {data['unit']} ({as_written(data['source'])}): RUL {data['rul']:.0f} cycles, "
              f"**{data['health']}**", f"Health state probabilities: {probabilities}.", ""]
-    if not data["alerts"]:
+    if data["note"]:
+        lines.append(f"No alerts: {data['note']}.")
+    elif not data["alerts"]:
         lines.append("No sensor deviates enough from its early cycles to raise an alert.")
     for alert, rec in zip(data["alerts"], data["recommendations"] or [None] * len(data["alerts"]), strict=True):
-        advice = f" → {BADGES[rec['verdict']]}: **{_cell(rec['recommendations'][0]['text'])}**" \
-            if rec and rec["recommendations"] else ""
-        lines.append(f"- {_cell(alert['line'])} (peak at cycle {alert['cycle']}){advice}")
+        advice = f" → {verdict_line(rec)}" if rec and rec["recommendations"] else ""
+        lines.append(f"- {as_written(alert['line'])} (peak at cycle {alert['cycle']}){advice}")
     return "\n".join(lines)
