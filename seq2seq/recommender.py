@@ -72,6 +72,13 @@ class Recommendation:
         return self.candidates[0].score if self.candidates else float("nan")
 
 
+def distinct(candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates, best first, less any that reads as one before it: two piece sequences can spell one text
+    (a lone word-start piece decodes to no more than a space), and a technician would see the same answer twice."""
+    seen: set[str] = set()
+    return [c for c in candidates if c.text not in seen and not seen.add(c.text)]
+
+
 def once_each(alerts: list[str], answer: Callable[[list[str]], list[T]]) -> list[T]:
     """``answer(alerts)``, computed once per distinct alert: a maintenance log repeats alerts (MaintNet's training
     problems are 4,935 lines and 3,007 distinct ones), and the same alert gets the same answer wherever it stands."""
@@ -173,8 +180,8 @@ class Recommender:
         chunks = [[i for batch in group for i in batch] for group in groups]
 
         def finish(chunk: list[int], hypotheses: list[list[Hypothesis]]) -> list[Recommendation]:
-            answers = [Recommendation(alerts[i], encoded[i][1], [self._candidate(h) for h in hyps], encoded[i][2])
-                       for i, hyps in zip(chunk, hypotheses, strict=True)]
+            answers = [Recommendation(alerts[i], encoded[i][1], distinct([self._candidate(h) for h in hyps]),
+                                      encoded[i][2]) for i, hyps in zip(chunk, hypotheses, strict=True)]
             if similar is None:
                 return answers
             judged = self._judge([r for r in answers if r.candidates], similar)

@@ -258,9 +258,11 @@ class Tokenizer:
         return self._target.encode(self.normalize_target(text), out_type=int, **sample_options(alpha))
 
     def decode_target(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` up to the first EOS, ignoring PAD and BOS; an unknown piece reads " ⁇ "."""
+        """Text of ``ids`` up to the first EOS, ignoring PAD and BOS; an unknown piece reads " ⁇ ". Spaces are
+        collapsed and trimmed as ``normalize`` wrote the training targets: a lone word-start piece decodes to a
+        space of its own ("inspect valve trim " beside "inspect valve trim" in one n-best list)."""
         kept, _ = _cut_at_eos(ids)
-        return self._target.decode(kept)
+        return " ".join(self._target.decode(kept).split())
 
     def target_pieces(self, ids: Sequence[int]) -> list[str]:
         """Piece strings of ``ids`` with ``decode_target``'s stopping rule, ending in "</s>" if an EOS was present."""

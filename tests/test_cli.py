@@ -276,6 +276,12 @@ def test_translate_json_gives_one_object_per_line_with_trust_verdict_and_past_ca
     assert lines[2]["verdict"] == "out-of-scope"
 
 
+@pytest.mark.parametrize("options", [["--similar", "2"], ["--similar", "3", "--n-best", "1"],
+                                     ["--similar", "1", "--input", "x.txt", "--output", "y.csv"]])
+def test_similar_without_json_is_a_one_line_error_not_ignored(run, options):
+    assert_one_line_error(translate(run, b"pump vibration high\n", *options), "argument --similar: only with --json")
+
+
 def test_translate_json_with_a_file_is_a_one_line_error(run, tmp_path):
     assert_one_line_error(translate(run, b"", "--json", "--input", str(run.data.dev), "--output",
                                     str(tmp_path / "o.tsv")), "--json")

@@ -108,12 +108,14 @@ def test_rul_train_refuses_an_out_of_range_config_value(tmp_path, values):
     (["--batch-size", "-1"], "argument --batch-size: must be in [1, "),
     (["--batch-size", "x"], "expected a whole number, got 'x'"),
     (["--batch-size", "\x1b[2J"], "got '\\x1b[2J'"),
-    (["--beam-size", str(MAX_BEAM_SIZE + 1)], "beam_size must be in [1, 50]"),
-    (["--beam-size", "-1"], "beam_size must be in"),
-    (["--length-penalty", "nan"], "length_penalty must be in"),
-    (["--beam-patience", "0"], "beam_patience must be in [1, 10]"),
-    (["--max-length-ratio", "-2"], "max_length_ratio must be in"),
-    (["--n-best", "0"], "n_best must be in"),
+    (["--beam-size", str(MAX_BEAM_SIZE + 1)], "argument --beam-size: must be in [1, 50]"),  # blamed on the flag
+    (["--beam-size", "-1"], "argument --beam-size: must be in"),
+    (["--beam-size", "0"], "argument --beam-size: must be in"),
+    (["--length-penalty", "nan"], "argument --length-penalty: must be in"),
+    (["--beam-patience", "0"], "argument --beam-patience: must be in [1, 10]"),
+    (["--max-length-ratio", "-2"], "argument --max-length-ratio: must be in"),
+    (["--n-best", "0"], "argument --n-best: must be in"),
+    (["--beam-size", "2", "--n-best", "3"], "argument --n-best: must be in [1, beam_size], got 3 (beam_size is 2)"),
 ])
 def test_translate_on_stdin_refuses_an_out_of_range_number_before_loading_the_model(tmp_path, flags, words):
     model = tmp_path / "never-read.pt"

@@ -44,6 +44,13 @@ def test_a_reading_beyond_float32_is_refused_naming_file_line_and_column(tmp_pat
     assert message.startswith(f"{path}: line 5, column {SENSOR_COLUMN} (sensor 7, P30): "), message
 
 
+@pytest.mark.parametrize("value", ["1_589.70", "1_0", "\u0661\u0662", "\uff11\uff12"])  # separators, other digits
+def test_a_number_only_python_reads_is_not_a_reading(tmp_path, value):
+    path = engines_file(tmp_path, value)
+    with pytest.raises(DataError, match=f"line 5, column {SENSOR_COLUMN} \\(sensor 7, P30\\): not a number: "):
+        read_cmapss(path)
+
+
 def test_the_largest_float32_reading_is_read(tmp_path):
     path = engines_file(tmp_path, "3.4e38")
     assert read_cmapss(path)[0].sensors[4, 6] == pytest.approx(3.4e38)

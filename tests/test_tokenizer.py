@@ -238,3 +238,11 @@ def test_target_pieces_end_in_eos_only_when_an_eos_was_present(tokenizer):
 def test_unknown_characters_map_to_unk(tokenizer):
     assert UNK_ID in tokenizer.encode_target("Ω")
     assert "⁇" in tokenizer.decode_target(tokenizer.encode_target("replace Ω"))
+
+
+@given(st.lists(st.integers(0, 200), max_size=30))
+def test_decoded_targets_have_single_spaces_as_the_training_targets_had(ids):
+    tokenizer = Tokenizer.train(SOURCES, TARGETS, TINY_TOKENIZER_CONFIG)
+    word_start = tokenizer._target.piece_to_id("\u2581")  # a lone word-start piece: a space of its own
+    text = tokenizer.decode_target([i % tokenizer.tgt_vocab_size for i in ids] + [word_start] * 2)
+    assert text == " ".join(text.split())  # no space doubled, none at either end

@@ -15,7 +15,7 @@ from typing import TextIO
 from tqdm import tqdm
 
 from seq2seq.cli.common import path_flag, whole_number
-from seq2seq.config import DEVICES, MAX_BEAM_SIZE, SearchConfig, resolve_device
+from seq2seq.config import DEVICES, MAX_BEAM_SIZE, SearchConfig, from_dict, resolve_device
 from seq2seq.distributed import launched_size, process_group
 from seq2seq.errors import ConfigError, DataError
 from seq2seq.fast.threads import one_core_workers, worker_count
@@ -78,18 +78,22 @@ def add_translate_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--n-best", type=int, default=1, help="N tab-separated 'recommendation<TAB>score' pairs")
     p.add_argument("--json", action="store_true", help="one JSON object per input line: recommendation, score, "
                    "trust, verdict and the most similar past cases")
-    p.add_argument("--similar", type=whole_number(0, MAX_SIMILAR), default=SIMILAR,
-                   help=f"past cases per alert with --json (default {SIMILAR})")
+    p.add_argument("--similar", type=whole_number(0, MAX_SIMILAR),
+                   help=f"past cases per alert, with --json (default {SIMILAR})")
     add_file_arguments(p)
 
 
 def search_flags(args: argparse.Namespace, n_best: int = 1) -> dict[str, float]:
-    """The search settings the flags set (a flag left out is None), checked before any model is loaded."""
-    given = {name: getattr(args, name) for name in ("beam_size", "length_penalty", "beam_patience", "max_length_ratio")
-             if getattr(args, name) is not None}
+    """The search settings the flags set (a flag left out, or not a flag of the command, is None), checked before
+    any model is loaded; a value out of its range is blamed on its flag ("argument --beam-size: ...")."""
+    given = {name: getattr(args, name, None) for name in ("beam_size", "length_penalty", "beam_patience",
+                                                          "max_length_ratio")}
+    given = {name: value for name, value in given.items() if value is not None}
     if n_best < 1:  # here: the check below would name the stand-in for the model's beam, which no one chose
-        raise ConfigError(f"--n-best: n_best must be in [1, beam_size], got {n_best}")
-    SearchConfig(**{**given, "beam_size": given.get("beam_size", MAX_BEAM_SIZE)}, n_best=n_best)  # ranges
+        raise ConfigError(f"argument --n-best: must be in [1, beam size], got {n_best}")
+    flags = {name: f"--{name.replace('_', '-')}" for name in [*given, "n_best"]}
+    from_dict(SearchConfig, {**given, "beam_size": given.get("beam_size", MAX_BEAM_SIZE), "n_best": n_best}, "search",
+              flags)  # ranges
     return given
 
 
@@ -211,6 +215,9 @@ def how_to_go_on(job: FileJob, stopped: JobStopped) -> str:
 
 def run_translate(args: argparse.Namespace) -> int:
     search_flags(args, args.n_best)
+    if args.similar is not None and not args.json:
+        raise ConfigError("argument --similar: only with --json (the past cases are in its objects; a file's rows "
+                          "carry the nearest one as similar_action)")
     if args.input is not None:
         if args.json:
             raise ConfigError("--json: only without --input (a file's rows with trust and verdict: write a .jsonl "
@@ -224,7 +231,8 @@ def run_translate(args: argparse.Namespace) -> int:
     recommender = Recommender.from_checkpoint(args.model, args.device, args.quantize)
     config = search_config(args, recommender.search, args.n_best)
     for chunk in input_chunks(sys.stdin, args.batch_size):
-        results = recommend_lines(recommender, chunk, config, args.batch_size, args.similar)
+        results = recommend_lines(recommender, chunk, config, args.batch_size,
+                                  SIMILAR if args.similar is None else args.similar)
         for (number, text, fault), result in zip(chunk, results, strict=True):
             if fault:
                 print(f"warning: stdin: line {number}: {fault}; empty recommendation written", file=sys.stderr)

@@ -161,7 +161,7 @@ def _parse_row(fields: list[str], where: str) -> list[float]:
     if len(fields) != N_COLUMNS:
         raise DataError(f"{where}: expected {N_COLUMNS} columns, found {len(fields)}")
     try:
-        row = [float(field) for field in fields]
+        row = [float(field) for field in fields] if _plain("".join(fields)) else []
     except ValueError:
         row = []
     if len(row) != N_COLUMNS or not all(abs(value) <= MAX_MAGNITUDE for value in row):  # find the field to blame
@@ -175,15 +175,23 @@ def _parse_row(fields: list[str], where: str) -> list[float]:
     return row
 
 
+def _plain(text: str) -> bool:
+    """Whether ``text`` holds no character that Python's float() reads but a data file's number never has:
+    digit separators ("1_589.70") and digits of other scripts ("١٢")."""
+    return text.isascii() and "_" not in text
+
+
 def _number(field: str, where: str) -> float:
     try:
+        if not _plain(field):
+            raise ValueError(field)
         value = float(field)
     except ValueError:
         raise DataError(f"{where}: not a number: {field!r}") from None
     if math.isnan(value):
-        raise DataError(f"{where}: NaN")
+        raise DataError(f"{where}: NaN (a reading must be a finite number)")
     if math.isinf(value):
-        raise DataError(f"{where}: {'-inf' if value < 0 else 'inf'}")
+        raise DataError(f"{where}: {'-inf' if value < 0 else 'inf'} (a reading must be a finite number)")
     if abs(value) > MAX_MAGNITUDE:
         raise DataError(f"{where}: {field!r} is beyond the model's float32 range (at most {MAX_MAGNITUDE:.4g})")
     return value
