@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import codecs
 import csv
+import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ from typing import AnyStr, BinaryIO, ClassVar
 from seq2seq.errors import DataError, file_error, shown, write_error
 
 BYTES_KEPT = "surrogateescape"  # codec error handler: a byte that is not UTF-8 is read and written back as it was
+KEPT_BYTES = re.compile("[\udc80-\udcff]+")  # how BYTES_KEPT reads such bytes: one lone surrogate each
 MAX_LINE_BYTES = 1 << 17  # csv's own field limit: far beyond any alert, and it bounds the memory of a line
 SNIFF_BYTES = 4096  # opening bytes looked at to tell text from UTF-16/32 and binary files
 LONE_CR = "a carriage return not followed by a line feed: old Mac line endings? save it with LF or CRLF endings"
@@ -95,6 +98,21 @@ def decode_line(raw: bytes) -> tuple[str, str]:
         return raw.decode("utf-8"), ""
     except UnicodeDecodeError as err:
         return raw.decode("utf-8", BYTES_KEPT), utf8_fault(raw, err)
+
+
+def escaped(text: str) -> str:
+    """``text`` with each byte kept that is not UTF-8 (``BYTES_KEPT``) written as its escape, ``caf\\xe9``: text
+    that a UTF-8 or JSON writer takes, no byte lost. Only a row flagged for its bytes holds one."""
+    return text.encode("utf-8", BYTES_KEPT).decode("utf-8", "backslashreplace")
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in blocks (a job record's or a training run's proof of its input)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while block := file.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def check_text(path: Path, head: bytes) -> None:

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from seq2seq.errors import DataError
-from seq2seq.files import LONE_CR, check_distinct_names
+from seq2seq.files import KEPT_BYTES, LONE_CR, check_distinct_names
 from seq2seq.jsontext import JsonFault, parse_json
 
 
@@ -51,12 +51,11 @@ def json_record(line: str, where: str) -> dict | None:
 
 
 def _check_escapes(line: str, record: dict, where: str) -> None:
-    """DataError when a UTF-8 line's object holds a lone surrogate, written as an escape such as ``\\ud800``:
-    half of a character, no text; it could be neither translated nor written back as UTF-8."""
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        return  # bytes that are not UTF-8, kept as they were: that row is flagged already (decode_line)
+    """DataError when a line's object holds a lone surrogate, written as an escape such as ``\\ud800``: half of a
+    character, no text; it could be neither translated nor written back as UTF-8. Bytes that are not UTF-8, kept
+    as they were (``files.KEPT_BYTES``), are no escape: that row is flagged already (``files.decode_line``)."""
+    if KEPT_BYTES.search(line):
+        record = json.loads(KEPT_BYTES.sub("?", line))  # they lie in strings (JSON tokens are ASCII): still JSON
     try:
         json.dumps(record, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as err:

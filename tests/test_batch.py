@@ -373,3 +373,21 @@ def test_the_summary_counts_the_guesses_out_of_scope_apart_and_their_trust_is_ze
     assert float(rows[1]["trust"]) == 0.0 < float(rows[0]["trust"])
     assert (summary.translated, summary.out_of_scope) == (2, 1)
     assert summary.summary().startswith("2 rows: 2 translated (1 out of scope: guesses, not advice; ")
+
+
+def test_a_jsonl_log_opening_with_records_not_utf8_resumed_gives_exactly_the_bytes_of_an_uninterrupted_run(
+        recommender, tmp_path):
+    """The first record names no alert key and is not UTF-8: the key is chosen at the first readable record."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b'{"note": "caf\xe9"}\n{"source": "\x93bolt\x94"}\n'
+                       + "".join(json.dumps({"source": alert}) + "\n" for alert in LOG_ALERTS[:4]).encode())
+    whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
+    translate_file(recommender, source, whole, batch_size=1)
+    with pytest.raises(KeyboardInterrupt):
+        translate_file(recommender, source, part, chunk_rows=2, progress=stop_after(2), batch_size=1)
+    summary = translate_file(recommender, source, part, chunk_rows=2, resume=True, batch_size=1)
+    assert part.read_bytes() == whole.read_bytes()
+    assert (summary.skipped_resume, summary.rows, summary.translated) == (2, 4, 4)
+    rows = [json.loads(line) for line in whole.read_text(encoding="utf-8").splitlines()]  # UTF-8 JSON throughout
+    assert [row.get("note", row.get("source")) for row in rows[:2]] == ["caf\\xe9", "\\x93bolt\\x94"]
+    assert [row["recommendation"] for row in rows[2:]] == recommender.translate(LOG_ALERTS[:4])

@@ -12,7 +12,18 @@ from hypothesis import strategies as st
 
 from seq2seq.cli.translate import input_chunks
 from seq2seq.errors import DataError
-from seq2seq.files import LONE_CR, MAX_LINE_BYTES, LongLine, bounded_lines, line_pieces, read_lines, split_lines
+from seq2seq.files import (
+    BYTES_KEPT,
+    KEPT_BYTES,
+    LONE_CR,
+    MAX_LINE_BYTES,
+    LongLine,
+    bounded_lines,
+    escaped,
+    line_pieces,
+    read_lines,
+    split_lines,
+)
 from seq2seq.jsonl import json_record
 
 OLD_MAC_LOG = b"".join(b"alert %d pump low\r" % n for n in range(2 * MAX_LINE_BYTES // 16))  # no LF at all
@@ -79,3 +90,27 @@ def test_a_json_line_with_a_lone_carriage_return_is_refused_as_old_mac_line_endi
 @pytest.mark.parametrize("line", ['{"source": "pump low"}\r\n', '{"source": "pump low"}\r', ' {"a": [1,\t2]} \n'])
 def test_a_json_line_ending_in_crlf_or_a_cr_or_spaced_with_tabs_is_read(line):
     assert json_record(line, "x.jsonl: line 1") is not None
+
+
+def unescaped(text: str) -> bytes:
+    """The bytes ``text`` stands for by the documented escape rule: each ``\\xNN`` one byte, the rest UTF-8."""
+    return re.sub(rb"\\x([0-9a-f]{2})", lambda kept: bytes.fromhex(kept.group(1).decode()), text.encode("utf-8"))
+
+
+@given(st.binary(max_size=40).filter(lambda data: b"\\" not in data))
+def test_escaped_text_is_utf8_and_gives_back_every_byte_of_a_line_read_with_its_bytes_kept(data):
+    text = escaped(data.decode("utf-8", BYTES_KEPT))
+    assert unescaped(text) == data  # text.encode("utf-8") raises on a byte left unescaped
+    assert not KEPT_BYTES.search(text)
+
+
+def test_a_json_line_not_utf8_is_read_with_its_bytes_kept_as_a_line_of_utf8_is():
+    record = json_record('{"caf\udce9": "pump \udcff low", "n": [1]}\n', "x.jsonl: line 1")
+    assert record == {"caf\udce9": "pump \udcff low", "n": [1]}
+
+
+@pytest.mark.parametrize("escape", ["\\ud800", "\\udce9"])
+def test_a_json_line_not_utf8_that_also_escapes_half_a_character_is_refused_as_a_utf8_one_is(escape):
+    with pytest.raises(DataError) as caught:
+        json_record(f'{{"source": "caf\udce9 {escape}"}}\n', "x.jsonl: line 2")
+    assert str(caught.value).startswith(f"x.jsonl: line 2: the escape '{escape}' is half of a character")

@@ -317,3 +317,35 @@ def test_one_checkpoint_given_twice_is_not_an_ensemble_of_two(model, tmp_path, c
     result = run_cli(command, "--inputs", str(tmp_path / "m.pt"), str(again / "m.pt"), "--output", str(output))
     assert_one_line_error(result, f"--inputs: {again / 'm.pt'} is given twice; each checkpoint counts once")
     assert not output.exists()
+
+
+@pytest.mark.parametrize("resume", [[], ["--resume"]])
+@pytest.mark.parametrize(("options", "words"), [
+    (["--output", "out.tsv", "--heatmaps", "out.tsv"], "out.tsv: --heatmaps is also the --output; each file a job "
+                                                       "writes must be a file of its own"),
+    (["--output", "out.tsv", "--heatmaps", "./sub/../out.tsv"], "--heatmaps is also the --output"),
+    (["--output", "out.tsv", "--heatmaps", "out.tsv.job.json"], "out.tsv.job.json: --heatmaps is also the job record"),
+    (["--output", "out.tsv", "--attention-out", "att.jsonl", "--heatmaps", "att.jsonl"],
+     "att.jsonl: --heatmaps is also the --attention-out"),
+    (["--output", "out.tsv", "--heatmaps", "out.tsv/maps"], "out.tsv: is the --output, but --heatmaps out.tsv/maps "
+                                                            "needs it to be a folder"),
+    (["--output", "out.tsv", "--attention-out", "att.jsonl", "--heatmaps", "att.jsonl/maps"],
+     "att.jsonl: is the --attention-out, but --heatmaps att.jsonl/maps needs it to be a folder"),
+    (["--output", "att.jsonl/out.tsv", "--attention-out", "att.jsonl"],
+     "att.jsonl: is the --attention-out, but --output att.jsonl/out.tsv needs it to be a folder"),
+], ids=["is-the-output", "is-the-output-by-path", "is-the-record", "is-the-attention-file", "under-the-output",
+        "under-the-attention-file", "output-under-the-attention-file"])
+def test_a_heatmaps_folder_that_is_or_lies_under_a_file_the_job_writes_is_refused_and_nothing_is_written(
+        model, log, tmp_path, monkeypatch, options, words, resume):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    assert_one_line_error(translate(model, "--input", "log.tsv", *options, *resume), words)
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_heatmaps_folder_that_holds_the_output_is_no_clash(model, log, tmp_path):
+    result = translate(model, "--input", str(log), "--output", str(tmp_path / "maps" / "out.tsv"), "--heatmaps",
+                       str(tmp_path / "maps"))
+    assert result.status == 0, result.stderr
+    assert (tmp_path / "maps" / "out.tsv").is_file() and next((tmp_path / "maps").glob("row_*.png"), None)

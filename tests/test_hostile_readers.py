@@ -5,6 +5,7 @@ bad row, and the job goes on; an alert with no known word gets a warning, not a 
 from __future__ import annotations
 
 import codecs
+import csv
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from seq2seq.errors import DataError
 from seq2seq.files import MAX_LINE_BYTES, read_lines
 from seq2seq.recommender import Recommender
 from seq2seq.serving.batch import translate_file
+from seq2seq.serving.incident_log import read_columns
 
 LONG = MAX_LINE_BYTES + 1000  # a field or line just over the limit
 CSV_TEXT = "source,note\npump vibration high,a\nbelt worn,b\n"
@@ -237,8 +239,8 @@ def _log_with(fmt: str, bad: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("bad", NOT_UTF8.values(), ids=NOT_UTF8.keys())
-@pytest.mark.parametrize("fmt, out", [("csv", "csv"), ("tsv", "tsv"), ("jsonl", "jsonl"), ("txt", "csv"),
-                                      ("txt", "txt")])
+@pytest.mark.parametrize("fmt, out", [("csv", "csv"), ("tsv", "tsv"), ("jsonl", "csv"), ("txt", "csv"),
+                                      ("txt", "txt")])  # JSONL output escapes them: test_jsonl_output_...
 def test_a_row_that_is_not_utf8_is_flagged_and_written_back_with_its_bytes(model, recommender, tmp_path, fmt, out,
                                                                              bad):
     source = tmp_path / f"in.{fmt}"
@@ -280,3 +282,103 @@ def test_a_json_escape_for_half_a_character_is_refused_in_one_line(model, tmp_pa
     result = translate(model, source, tmp_path / "out.jsonl")
     assert_one_line_error(result, f"{source}: line 1: the escape '{escape[:6]}' is half of a character")
     assert file_states(source, tmp_path / "out.jsonl") == before
+
+
+def unescaped(text: str) -> bytes:
+    """The bytes ``text`` stands for by the documented escape rule: each ``\\xNN`` one byte, the rest UTF-8."""
+    return re.sub(rb"\\x([0-9a-f]{2})", lambda kept: bytes.fromhex(kept.group(1).decode()), text.encode("utf-8"))
+
+
+def jsonl_rows(path: Path) -> list[dict]:
+    """Every line of a JSONL output read by a strict reader: UTF-8, each line one JSON object."""
+    return [json.loads(line) for line in path.read_bytes().decode("utf-8").split("\n")[:-1]]
+
+
+@pytest.mark.parametrize("bad", NOT_UTF8.values(), ids=NOT_UTF8.keys())
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "txt"])
+def test_jsonl_output_of_a_row_not_utf8_is_json_that_gives_back_its_bytes_by_the_escape_rule(model, recommender,
+                                                                                           tmp_path, fmt, bad):
+    source, output = tmp_path / f"in.{fmt}", tmp_path / "out.jsonl"
+    source.write_bytes(_log_with(fmt, bad))
+    result = translate(model, source, output)
+    assert result.status == 0, result.stderr
+    rows = jsonl_rows(output)
+    assert [unescaped(row["source"]) for row in rows] == [LOG_ALERTS[0].encode(), b"pump " + bad,
+                                                           LOG_ALERTS[1].encode()]  # every row, in order
+    assert [row["error"] for row in rows] == ["", _fault(bad, fmt), ""]
+    assert [rows[0]["recommendation"], rows[2]["recommendation"]] == recommender.translate(LOG_ALERTS[:2])
+    if fmt != "txt":
+        assert [row["id"] for row in rows] == (["0", "1", "2"] if fmt != "jsonl" else [0, 1, 2])
+
+
+@pytest.mark.parametrize("bad", NOT_UTF8.values(), ids=NOT_UTF8.keys())
+@pytest.mark.parametrize("out", ["jsonl", "csv"])
+def test_a_jsonl_log_whose_first_record_is_not_utf8_has_it_as_a_bad_row_not_a_bad_header(model, recommender,
+                                                                                       tmp_path, out, bad):
+    source, output = tmp_path / "in.jsonl", tmp_path / f"out.{out}"
+    source.write_bytes(b'{"source": "pump %s"}\n{"source": "%s"}\n' % (bad, LOG_ALERTS[0].encode()))
+    result = translate(model, source, output)
+    assert result.status == 0, result.stderr
+    start = next(i for i, byte in enumerate(bad) if byte > 0x7f)
+    column = len('{"source": "pump ') + start + 1
+    fault = f"not valid UTF-8 (byte 0x{bad[start]:02x} at column {column})"
+    rows = jsonl_rows(output) if out == "jsonl" else list(csv.DictReader(output.read_bytes().decode(
+        "utf-8", "surrogateescape").splitlines()))
+    assert [row["error"] for row in rows] == [fault, ""]
+    assert [row["recommendation"] for row in rows] == ["", *recommender.translate(LOG_ALERTS[:1])]
+    if out == "jsonl":
+        assert unescaped(rows[0]["source"]) == b"pump " + bad
+    else:
+        assert b"pump " + bad in output.read_bytes()  # table output keeps the bytes as they came
+
+
+@pytest.mark.parametrize(("records", "recommended"), [
+    ([b'{"text": "caf\xe9"}', b'{"source": "%s"}', b'{"text": "belt worn"}'], [False, True, False]),
+    ([b'{"x": 1, "problem": "caf\xe9"}', b'{"x": 2, "problem": "%s"}'], [False, True]),
+], ids=["source-seen-first-at-line-2", "problem"])
+def test_without_a_named_key_the_alert_key_is_chosen_at_the_first_readable_jsonl_record(recommender, tmp_path,
+                                                                                       records, recommended):
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(record.replace(b"%s", LOG_ALERTS[0].encode()) + b"\n" for record in records))
+    translate_file(recommender, source, tmp_path / "out.jsonl")
+    rows = jsonl_rows(tmp_path / "out.jsonl")
+    assert [bool(row["recommendation"]) for row in rows] == recommended
+    assert rows[0]["error"].startswith("not valid UTF-8")
+
+
+def test_a_jsonl_key_ambiguous_after_an_unreadable_first_record_is_refused_before_anything_is_written(model,
+                                                                                                    tmp_path):
+    source, output = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(b'{"text": "caf\xe9"}\n{"text": "pump low"}\n{"source": "belt worn"}\n')
+    before = file_states(source, output, tmp_path / "out.jsonl.job.json")
+    assert_one_line_error(translate(model, source, output), f"{source}: line 3: key 'source' makes the alert key "
+                          "ambiguous: line 2 took 'text'")
+    assert file_states(source, output, tmp_path / "out.jsonl.job.json") == before
+
+
+def test_a_jsonl_log_from_a_pipe_whose_first_record_is_not_utf8_goes_on(recommender, tmp_path):
+    fifo = tmp_path / "in.jsonl"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(b'{"source": "caf\xe9"}\n{"source": "%s"}\n'
+                                                             % LOG_ALERTS[0].encode(),))
+    writer.start()
+    summary = translate_file(recommender, fifo, tmp_path / "out.jsonl")
+    writer.join()
+    rows = jsonl_rows(tmp_path / "out.jsonl")
+    assert (summary.rows, summary.errors) == (2, 1) and unescaped(rows[0]["source"]) == b"caf\xe9"
+    assert rows[1]["recommendation"] == recommender.translate(LOG_ALERTS[:1])[0]
+
+
+@pytest.mark.parametrize("data", ['{"source": "caf\u00e9"}\n'.encode("utf-16"), '{"source": "pump"}\n'.encode(
+    "utf-16-le")], ids=["utf-16", "utf-16-no-mark"])
+def test_a_jsonl_file_that_is_not_utf8_text_is_still_refused_whole_not_read_as_bad_rows(model, tmp_path, data):
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(data)
+    assert_one_line_error(translate(model, source, tmp_path / "out.jsonl"), f"{source}: ", "UTF-")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_the_keys_offered_for_a_jsonl_log_skip_a_first_record_that_is_not_utf8(tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b'{"caf\xe9": "x"}\n{"id": 1, "text": "pump low"}\n')
+    assert read_columns(source) == ["id", "text"]

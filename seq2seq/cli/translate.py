@@ -20,11 +20,11 @@ from seq2seq.distributed import launched_size, process_group
 from seq2seq.errors import ConfigError, DataError
 from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.files import (
-    BYTES_KEPT,
     LongLine,
     bounded_lines,
     check_text,
     decode_line,
+    escaped,
     line_pieces,
 )
 from seq2seq.recommender import SIMILAR, Recommendation, Recommender
@@ -139,12 +139,7 @@ def recommend_lines(recommender: Recommender, chunk: list[tuple[int, str, str]],
     the fault as its warning and its bytes escaped (``\\xe9``) as its alert."""
     answers = iter(recommender.recommend([text for _, text, fault in chunk if not fault], config, batch_size,
                                          similar))
-    return [Recommendation(_escaped(text), [], warning=fault) if fault else next(answers) for _, text, fault in chunk]
-
-
-def _escaped(text: str) -> str:
-    """``text`` with each byte that is not UTF-8 written as its escape, ``\\xe9``: printable, no byte lost."""
-    return text.encode("utf-8", BYTES_KEPT).decode("utf-8", "backslashreplace")
+    return [Recommendation(escaped(text), [], warning=fault) if fault else next(answers) for _, text, fault in chunk]
 
 
 class RowProgress:

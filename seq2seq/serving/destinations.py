@@ -3,7 +3,8 @@
 Every file a job writes (the output, the attention file, the heatmap folder's PNGs, the record) is
 distinct from the file it reads and from each other, by any name (a link, a relative path): checked
 before anything is written, a resumed job included, since a path given twice would be overwritten or
-interleaved. A folder a destination needs must not be a file.
+interleaved. A folder a destination needs (the heatmap folder itself included) must not be a file, nor a path
+the job reads or writes as one.
 
 When a job starts, it writes a record beside its output, ``<output>.job.json``: the input (path, size
 and SHA-256), the model (a SHA-256 of its configuration, vocabularies and weights) and the settings
@@ -28,7 +29,7 @@ from typing import Any
 import torch
 
 from seq2seq.errors import DataError, shown
-from seq2seq.files import make_folder
+from seq2seq.files import file_sha256, make_folder
 from seq2seq.recommender import Recommender
 
 RECORD_VERSION = 1
@@ -42,21 +43,29 @@ def record_path(output: Path) -> Path:
 
 def check_distinct(reads: dict[str, Path | None], writes: dict[str, Path | None], heatmaps: Path | None) -> None:
     """DataError when a file in ``writes`` (option -> path) is one of ``reads`` (the job's inputs, by option) or
-    another of ``writes``, when a folder one needs (``heatmaps`` included) is a file, or when a file lies where
-    the heatmap PNGs are written."""
+    another of ``writes``; when the ``heatmaps`` folder is one of these files; when a folder one needs (``heatmaps``
+    included) is a file, or a file the job reads or writes; or when a file lies where the heatmap PNGs are written."""
     inputs = [(option, path) for option, path in reads.items() if path is not None]
     files = {option: path for option, path in writes.items() if path is not None}
     named = [*inputs, *files.items()]
-    for index, (option, path) in enumerate(named[len(inputs):], len(inputs)):
+    destinations = [*files.items(), *([("--heatmaps", heatmaps)] if heatmaps is not None else [])]
+    for index, (option, path) in enumerate(destinations, len(inputs)):
         for other_option, other in named[:index]:
             if _same_file(path, other):
-                raise DataError(f"{path}: {option} is also the {other_option}; each file a job writes must be "
+                raise DataError(f"{path}: {option} is also {_the(other_option)}; each file a job writes must be "
                                 "a file of its own")
         if heatmaps is not None and _same_file(path.parent, heatmaps) and _HEATMAP_NAME.fullmatch(path.name):
             raise DataError(f"{path}: {option} lies in the --heatmaps folder under a heatmap's name")
-    for option, path in [*files.items(), ("--heatmaps", heatmaps)]:
-        if path is not None:
-            _check_folders(path, option, folder=option == "--heatmaps")
+    for option, path in destinations:
+        _check_folders(path, option, folder=option == "--heatmaps")
+        for other_option, other in named:
+            if Path(os.path.realpath(other)) in Path(os.path.realpath(path)).parents:
+                raise DataError(f"{other}: is {_the(other_option)}, but {option} {path} needs it to be a folder")
+
+
+def _the(option: str) -> str:
+    """How a message names the file an option gives ("the --output"), or one named in words ("the job record")."""
+    return option if option.startswith("the ") else f"the {option}"
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -87,11 +96,7 @@ def _input_identity(path: Path) -> dict[str, Any]:
     """Path, size and SHA-256 of a regular file; only the path of a pipe or device (it cannot be proven)."""
     identity: dict[str, Any] = {"path": os.path.realpath(path)}
     if path.is_file():
-        digest = hashlib.sha256()
-        with path.open("rb") as file:
-            while block := file.read(1 << 20):
-                digest.update(block)
-        identity.update(size=path.stat().st_size, sha256=digest.hexdigest())
+        identity.update(size=path.stat().st_size, sha256=file_sha256(path))
     return identity
 
 

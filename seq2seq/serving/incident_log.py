@@ -2,9 +2,10 @@
 
 Bytes are decoded per line, so a row with bytes that are not UTF-8 becomes a row with an error (its
 bytes kept, to be written back as they were) rather than a failed job; so does a row with a line over
-``files.MAX_LINE_BYTES``, which is never held in memory whole. A file that is not UTF-8 text (UTF-16,
-binary: ``files.check_text``), a header that is not UTF-8 or too long, and a column name given twice
-are problems with the file. See ``seq2seq.serving.batch`` for the formats and what happens to each row.
+``files.MAX_LINE_BYTES``, which is never held in memory whole; a JSONL log has no header, so this holds for its
+first record too. A file that is not UTF-8 text (UTF-16, binary: ``files.check_text``), a CSV or TSV header that
+is not UTF-8 or too long, and a column name given twice are problems with the file. See ``seq2seq.serving.batch``
+for the formats and what happens to each row.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import codecs
 import contextlib
 import csv
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from seq2seq.errors import ConfigError, DataError, shown
 from seq2seq.files import (
+    BYTES_KEPT,
     SNIFF_BYTES,
     LongLine,
     bounded_lines,
@@ -175,64 +177,77 @@ def _txt_rows(lines: Iterator[str], bad: dict[int, str]) -> Iterator[Row]:
 
 def _read_jsonl(file: BinaryIO, path: Path, lines: Iterator[str], bad: dict[int, str],
                 key: str | None) -> tuple[list[str], Iterator[Row]]:
+    """A JSONL log has no header: its first record is a row like any other, flagged if its bytes are not UTF-8.
+    Its keys are the columns of table output; the alert key is the named one (``key``) or ``_AlertKey``'s."""
     records = json_records(path, lines)
     first = next(records, None)
     if first is None:
         return [], iter(())
-    _check_header(path, bad, first[0], first[0])  # its keys are the columns of table output
     keys = list(first[1])
-    try:
-        chosen = choose_column(keys, key, ALERT_COLUMNS, f"{path}: line {first[0]}", "key")
-    except DataError:
-        if key is None:
-            raise
-        chosen = key  # the first record may lack the key a user named, as any other may: its row says so
-    check = _alert_key_check(path, first[0], keys, chosen) if key is None else None
-    if check and file.seekable():  # refused before anything is written; from a pipe, as each record comes
-        _look_ahead(file, path, check)
-        check = None  # every record has been checked
+    named = None
+    if key is not None:
+        try:
+            named = choose_column(keys, key, ALERT_COLUMNS, f"{path}: line {first[0]}", "key")
+        except DataError:
+            named = key  # the first record may lack the key a user named, as any other may: its row says so
+    elif file.seekable():  # refused before anything is written; from a pipe, as each record comes
+        _look_ahead(file, path)
+    alert_key = _AlertKey(path, named)
+    alert_key.see(first[0], first[1], first[0] not in bad)
 
     def rows() -> Iterator[Row]:
         for number, (line, record, text) in enumerate(itertools.chain([first], records), 1):
-            if check:
-                check(line, record)
-            value, problem = string_value(record, chosen)
-            error = _bad_bytes(bad, line, line) or problem
+            error = _bad_bytes(bad, line, line)
+            chosen = alert_key.see(line, record, not error)
+            value, problem = string_value(record, chosen) if chosen is not None else (None, "")
+            error = error or problem
             yield Row(number, line, record, None if error else value, error, text)
 
     return keys, rows()
 
 
-def _alert_key_check(path: Path, first: int, keys: list[str], chosen: str) -> Callable[[int, dict], None]:
-    """A check of each record after line ``first``, whose ``keys`` gave the alert key ``chosen`` by the rule
-    (source, else problem, else the only key): a DataError when the rule, applied to the keys of the log so
-    far, takes another key or none, as a record with a 'source' after one without would have it."""
-    seen = dict.fromkeys(keys)
+class _AlertKey:
+    """The alert key of a JSONL log, as its records come: ``named`` by the user, else chosen by the rule (source,
+    else problem, else the only key) from the keys of the records up to the first readable one (all its bytes
+    UTF-8: a record before it is a flagged row, never translated). A later record whose keys make the rule,
+    applied to the keys of the log so far, take another key or none is a DataError, as a record with a 'source'
+    after one without would have it. Seeing a record again changes nothing."""
 
-    def check(line: int, record: dict) -> None:
-        new = [name for name in record if name not in seen]
-        if not new:
-            return
-        seen.update(dict.fromkeys(new))
-        try:
-            again = choose_column(list(seen), None, ALERT_COLUMNS, str(path), "key")
-        except DataError:
-            again = None
-        if again != chosen:
-            raise DataError(f"{path}: line {line}: key {shown(again or new[0])!r} makes the alert key ambiguous: "
-                            f"line {first} took {shown(chosen)!r} (source, else problem, else the only key); name "
-                            "the key that holds the alert")
+    def __init__(self, path: Path, named: str | None) -> None:
+        self.path, self.chosen, self.named = path, named, named is not None
+        self.seen: dict[str, None] = {}
+        self.line = 0  # where the rule chose the key
 
-    return check
+    def see(self, line: int, record: dict, readable: bool) -> str | None:
+        """The alert key once chosen, None before."""
+        if self.named:
+            return self.chosen
+        new = [name for name in record if name not in self.seen]
+        self.seen.update(dict.fromkeys(new))
+        if self.chosen is None and readable:
+            self.chosen = choose_column(list(self.seen), None, ALERT_COLUMNS, f"{self.path}: line {line}", "key")
+            self.line = line
+        elif self.chosen is not None and new:
+            try:
+                again = choose_column(list(self.seen), None, ALERT_COLUMNS, str(self.path), "key")
+            except DataError:
+                again = None
+            if again != self.chosen:
+                raise DataError(f"{self.path}: line {line}: key {shown(again or new[0])!r} makes the alert key "
+                                f"ambiguous: line {self.line} took {shown(self.chosen)!r} (source, else problem, "
+                                "else the only key); name the key that holds the alert")
+        return self.chosen
 
 
-def _look_ahead(file: BinaryIO, path: Path, check: Callable[[int, dict], None]) -> None:
-    """``check`` every record of a seekable ``file``, then go back to where it was. A line that is no JSON
-    object ends the look: reading rows meets it in its turn, as it would without looking ahead."""
+def _look_ahead(file: BinaryIO, path: Path) -> None:
+    """Every record of a seekable ``file`` seen by an ``_AlertKey``, then back to where it was. A line that is no
+    JSON object ends the look: reading rows meets it in its turn, as it would without looking ahead."""
     where = file.tell()
     file.seek(0)
+    bad: dict[int, str] = {}
+    alert_key = _AlertKey(path, None)
     try:
-        records = json_records(path, _lines(file, "jsonl", {}))
+        records = json_records(path, _lines(file, "jsonl", bad))
         while True:
             try:
                 found = next(records, None)
@@ -241,7 +256,7 @@ def _look_ahead(file: BinaryIO, path: Path, check: Callable[[int, dict], None]) 
             if found is None:
                 return
             line, record, _ = found
-            check(line, record)
+            alert_key.see(line, record, line not in bad)
     finally:
         file.seek(where)
 
@@ -251,7 +266,8 @@ def read_columns(path: Path) -> list[str]:
     if unreadable."""
     fmt = format_of(path, False)
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
+        errors = BYTES_KEPT if fmt == "jsonl" else "strict"  # a JSONL record that is not UTF-8 is a row, no header
+        with path.open(encoding="utf-8-sig", errors=errors, newline="") as handle:
             if fmt == "jsonl":
                 return _jsonl_keys(path, handle)
             if fmt == "tsv":
@@ -265,10 +281,12 @@ def read_columns(path: Path) -> list[str]:
 
 def _jsonl_keys(path: Path, lines: Iterable[str]) -> list[str]:
     """The keys of the JSON records on ``lines``, read as the job reads them (``jsonl.json_records``), in order of
-    first appearance, up to the first line it would refuse (or no UTF-8): a later record may hold the alert key a
-    user has to name."""
+    first appearance, up to the first line it would refuse, past records that are not UTF-8 (flagged rows to the
+    job): a later record may hold the alert key a user has to name."""
     keys: dict[str, None] = {}
-    with contextlib.suppress(ValueError):  # a DataError, or a UnicodeDecodeError
-        for _, record, _ in json_records(path, lines):
-            keys.update(dict.fromkeys(record))
+    with contextlib.suppress(ValueError):  # a DataError
+        for _, record, line in json_records(path, lines):
+            with contextlib.suppress(UnicodeEncodeError):
+                line.encode("utf-8")
+                keys.update(dict.fromkeys(record))
     return list(keys)

@@ -1,7 +1,9 @@
 """How a file job writes each row in the output format: the input's fields as they were, then the added ones.
 
 Every added field follows ``seq2seq.serving.batch``'s module docstring; TSV output splits on tabs as
-``seq2seq.files`` reads it, so a field never holds a tab or a line break (they are written as spaces).
+``seq2seq.files`` reads it, so a field never holds a tab or a line break (they are written as spaces). A row's
+bytes that are not UTF-8 go back as they came in CSV, TSV and TXT output; in JSONL output, which must be UTF-8
+JSON, each is written as its escape (``files.escaped``: the text ``caf\\xe9``), as ``translate --json`` does.
 ``output.Sinks`` appends what a ``Layout`` writes to the files.
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 from tqdm import tqdm
 
 from seq2seq.errors import DataError
+from seq2seq.files import KEPT_BYTES, escaped
 from seq2seq.recommender import Recommendation
 from seq2seq.serving.incident_log import Row
 
@@ -83,7 +86,8 @@ class Layout:
     def _json_line(self, row: Row, result: Recommendation | None) -> str:
         """The row as one JSON line, the added keys last. A JSONL record is written as its own text with them
         added, so each of its fields comes back exactly as it was: json would write 0.10000000000000000555 back
-        as 0.1, 1E5 as 100000.0 and -0 as 0."""
+        as 0.1, 1E5 as 100000.0 and -0 as 0. Bytes that are not UTF-8 (in a row flagged for them) are written as
+        their escapes (``_json_escaped``)."""
         values = row.values
         if not isinstance(values, dict):
             values = dict(zip(self.columns, values, strict=True))
@@ -93,7 +97,8 @@ class Layout:
                             "rename it")
         record = (row.text or json.dumps(values, ensure_ascii=False)).strip(_JSON_SPACE)
         added = json.dumps(dict(zip(self.added, self._added(row, result), strict=True)), ensure_ascii=False)
-        return record.removesuffix("}").rstrip(_JSON_SPACE) + (", " if values else "") + added.removeprefix("{") + "\n"
+        line = record.removesuffix("}").rstrip(_JSON_SPACE) + (", " if values else "") + added.removeprefix("{")
+        return _json_escaped(line) + "\n"
 
     def _txt_line(self, row: Row, result: Recommendation | None) -> str:
         error = row_error(row, result)
@@ -132,6 +137,13 @@ def _member_texts(line: str) -> dict[str, str]:
         at = _SPACE.match(line, end).end()
         at = _SPACE.match(line, at + 1).end() if line[at] == "," else at
     return texts
+
+
+def _json_escaped(text: str) -> str:
+    """JSON ``text`` with each byte that is not UTF-8 written as the JSON for its escape (``files.escaped``),
+    ``\\\\xe9``, which JSON reads as the text ``\\xe9``. Such a byte can only be inside a string: JSON's other
+    tokens are ASCII."""
+    return KEPT_BYTES.sub(lambda kept: json.dumps(escaped(kept.group()))[1:-1], text)
 
 
 def _one_line(text: str) -> str:
