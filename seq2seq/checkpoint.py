@@ -11,7 +11,7 @@ A translator checkpoint (``kind`` "seq2seq-translator", FORMAT_VERSION):
     train_config    dict of TrainConfig fields
     tokenizer       Tokenizer.state_dict(): config and SentencePiece model bytes
     weights         the model's state_dict
-    training_state  optimizer, schedule, generators, counters (for --resume)
+    training_state  optimizer, schedule, generators, counters and the data's ``fingerprint`` (for --resume)
 and, in files written by ``seq2seq ensemble`` (seq2seq/ensemble.py), ``ensemble_weights``: the
 state_dicts of the members after the first (whose are ``weights``); ``seq2seq average`` and
 ``ensemble`` also record ``combined_from`` (the input files' names and how they were combined).
@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import hashlib
 import json
 import os
 import pickle
 import tempfile
 import warnings
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,7 +38,7 @@ from torch import nn
 from seq2seq.config import ModelConfig, SearchConfig, from_dict
 from seq2seq.ensemble import Ensemble
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault, write_error
-from seq2seq.files import SNIFF_BYTES, write_atomic
+from seq2seq.files import SNIFF_BYTES, file_sha256, write_atomic
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
 
@@ -49,6 +50,8 @@ ResultT = TypeVar("ResultT")
 ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
 PICKLE_MAGIC = b"\x80"  # a pickle of protocol 2 or later (pickle.dump, torch's legacy format)
 RESULT = "result.json"  # in a recipe member's folder once it has finished: --resume keeps that member
+RESUMABLE = ("epochs", "max_minutes", "device", "precision", "parallel")  # settings --resume may change: how long,
+# where (a device, and the precisions it runs) and how many of a recipe's members train at once
 
 
 # -- any model kind ---------------------------------------------------------------------------
@@ -87,6 +90,48 @@ def check_run_folder(folder: Path, resume: bool, overwrite: bool, lasts: list[Pa
     if found is not None and not (resume or overwrite):
         raise ConfigError(f"{folder} already holds a training run ({found.relative_to(folder)}); pass --resume to "
                           "continue it, --overwrite to start over, or choose another --output-dir")
+
+
+def file_fingerprint(path: str | Path | None, records: Iterable[Any] = ()) -> dict[str, Any]:
+    """What a run reads from ``path``, for ``--resume`` to prove it the same: the file's real path (None: the
+    default, such as synthetic engines) and SHA-256, and a SHA-256 of the ``records`` read from it (which columns)."""
+    found: dict[str, Any] = {"path": None if path is None else os.path.realpath(path)}
+    if path is not None and Path(path).is_file():
+        found["sha256"] = file_sha256(Path(path))
+    read = hashlib.sha256()
+    for record in records:
+        read.update(repr(record).encode("utf-8") + b"\n")
+    return {**found, "read": read.hexdigest()}
+
+
+def check_same_run(path: Path, configs: Iterable[tuple[Any, Any]], saved_fingerprint: Any = None,
+                   fingerprint: dict[str, Any] | None = None) -> None:
+    """``--resume`` continues the run saved in ``path`` only as it was started: each (saved, asked) pair of config
+    records alike but for the RESUMABLE fields, and ``fingerprint`` (flag -> ``file_fingerprint``) the data that
+    ``saved_fingerprint`` says it was trained on; a checkpoint written before runs kept that (None) is checked on
+    its settings alone."""
+    differences = [f"with {field.name} {getattr(saved, field.name)}, not {getattr(asked, field.name)}"
+                   for saved, asked in configs for field in dataclasses.fields(saved)
+                   if field.name not in RESUMABLE and getattr(saved, field.name) != getattr(asked, field.name)]
+    if isinstance(saved_fingerprint, dict) and fingerprint is not None:
+        found = [_data_difference(flag, saved_fingerprint[flag], now) for flag, now in fingerprint.items()
+                 if isinstance(saved_fingerprint.get(flag), dict)]
+        differences += [text for text in found if text]
+    if differences:
+        raise ConfigError(f"--resume: {path} was trained {', and '.join(differences)}; resume with the run's own "
+                          "settings and data, start over with --overwrite, or choose another --output-dir")
+
+
+def _data_difference(flag: str, was: dict[str, Any], now: dict[str, Any]) -> str:
+    """How the data read through ``flag`` differs from what the run was trained on ("": the same; a file moved or
+    copied elsewhere is the same)."""
+    if was.get("sha256") != now.get("sha256"):
+        if was.get("path") == now.get("path"):
+            return f"on another {flag} file (its content has changed since the run started)"
+        return f"on another {flag} file ({was.get('path') or 'the default'}, not {now.get('path') or 'the default'})"
+    if was.get("read") != now.get("read"):
+        return f"on other pairs of the same {flag} file (another --source-column or --target-column, or target file)"
+    return ""
 
 
 def record_result(folder: Path, result: Any) -> None:

@@ -8,16 +8,17 @@ import copy
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from seq2seq import averaging
-from seq2seq.checkpoint import check_run_folder, read_checkpoint, restore
-from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, resolve_device
+from seq2seq.checkpoint import check_run_folder, check_same_run, file_fingerprint, read_checkpoint, restore
+from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, from_dict, resolve_device
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import ParallelDataset
 from seq2seq.distributed import ONE_PROCESS, World
-from seq2seq.errors import ConfigError
+from seq2seq.errors import ConfigError, checkpoint_fault
 from seq2seq.fast.precision import autocast_dtype
 from seq2seq.files import make_folder
 from seq2seq.model import Seq2Seq, build_model
@@ -38,6 +39,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     configurations then go unused. ``cases``: the pairs best.pt keeps as its case memory (default ``train``).
     ``tokenizer``: a fresh run's tokenizer, instead of one trained on ``train`` (the members of one recipe share it).
     ``learn``: a fine-tuning run's new pairs, which best.pt is chosen to have learned (``Selection.key``).
+    ``resume`` goes on only with the settings and data the run was started with (``check_resumed``).
     """
     output_dir = Path(output_dir)
     last = output_dir / "last.pt"
@@ -48,6 +50,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     if world.is_main:
         prepare_output_dir(output_dir, resume, overwrite)
     torch.manual_seed(train_config.seed)
+    fingerprint = run_fingerprint(learn if learn is not None else train, dev)  # fine-tuning: its --train, not the mix
     payload = read_checkpoint(last) if resume else None
     if payload is not None:
         saved_size = payload.get("training_state", {}).get("world_size", 1)
@@ -55,6 +58,8 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
             raise ConfigError(f"--resume: {last} was written by {saved_size} "
                               "processes (torchrun), which cannot be resumed; start over with --overwrite")
         model, tokenizer = restore(payload, last)
+        check_resumed(last, payload, model.config, tokenizer.config, init[0].config if init else model_config,
+                      train_config, init[1].config if init else tokenizer_config, fingerprint)
     elif init is not None:
         model, tokenizer = init
     else:
@@ -67,11 +72,32 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     start = copy.deepcopy(init[0]) if init is not None and learn else None  # before training moves init's weights
     trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world,
                       train if cases is None else cases, learn, start)
+    trainer.fingerprint = fingerprint  # a resumed run written before runs recorded their data records it from now on
     if payload is not None:
         trainer.load_training_state(payload["training_state"])
         best = trainer.selection.state["best_bleu"]
         log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {best:.2f})")
     return trainer
+
+
+def run_fingerprint(train: ParallelCorpus, dev: ParallelCorpus) -> dict[str, Any]:
+    """What a run trains and validates on (``file_fingerprint`` of each file and the pairs read), kept in last.pt."""
+    return {flag: file_fingerprint(corpus.path, ((e.source, e.target) for e in corpus.examples))
+            for flag, corpus in (("--train", train), ("--dev", dev))}
+
+
+def check_resumed(last: Path, payload: dict[str, Any], model: ModelConfig, tokenizer: TokenizerConfig,
+                  asked_model: ModelConfig, asked_train: TrainConfig, asked_tokenizer: TokenizerConfig,
+                  fingerprint: dict[str, Any]) -> None:
+    """A ConfigError unless the run in ``last`` (its ``payload``, restored ``model`` and ``tokenizer`` configs) was
+    started as asked now: configs alike but for what a resumed run may change (``check_same_run``; the
+    vocabulary sizes come from the tokenizer), and the same data, where last.pt recorded it."""
+    with checkpoint_fault():
+        saved_train = from_dict(TrainConfig, payload["train_config"], where=f"{last}: train_config")
+    asked_model = replace(asked_model, src_vocab_size=model.src_vocab_size, tgt_vocab_size=model.tgt_vocab_size)
+    state = payload.get("training_state")
+    check_same_run(last, [(model, asked_model), (saved_train, asked_train), (tokenizer, asked_tokenizer)],
+                   state.get("fingerprint") if isinstance(state, dict) else None, fingerprint)
 
 
 def check_settings(model_config: ModelConfig | None, train_config: TrainConfig, tokenizer_config: TokenizerConfig,

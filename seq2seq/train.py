@@ -82,12 +82,14 @@ class Trainer:
         self.state: dict[str, Any] = {"epoch": 0, "batches_done": 0, "step": 0, "bad_validations": 0,
                                       "train_tokens": 0, "train_seconds": 0.0}
         self.epoch_start_generator = self.batch_generator.get_state()
+        self.fingerprint: dict[str, Any] | None = None  # what the run reads (runs.run_fingerprint), for --resume
 
     # -- checkpoints -----------------------------------------------------------------------
     def training_state(self) -> dict[str, Any]:
         return {**self.state, **self.selection.state, **self.update.state_dict(),
                 "epoch_start_generator": self.epoch_start_generator,
                 "forcing_generator": self.forcing_generator.get_state(), "torch_rng": torch.get_rng_state(),
+                **({"fingerprint": self.fingerprint} if self.fingerprint is not None else {}),
                 # only under torchrun, so that a one-process last.pt keeps its exact contents
                 **({"world_size": self.world.size} if self.world.size > 1 else {})}
 

@@ -231,7 +231,8 @@ def test_n_best_prints_tab_separated_text_and_score_pairs_best_first(run):
 
 
 def test_n_best_larger_than_the_beam_is_a_one_line_error(run):
-    assert_one_line_error(translate(run, b"pump\n", "--n-best", "3", "--beam-size", "2"), "n_best")
+    assert_one_line_error(translate(run, b"pump\n", "--n-best", "3", "--beam-size", "2"),
+                          "argument --n-best: must be in [1, beam_size], got 3")
 
 
 # evaluate

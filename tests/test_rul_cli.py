@@ -72,6 +72,13 @@ def test_evaluate_scores_against_the_protocol_s_cap_whatever_the_model_trained_w
     assert bad.status != 0 and "--cap" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("beam", ["0", "51"])
+def test_alerts_blame_a_beam_out_of_range_on_its_flag_before_loading_anything(tmp_path, beam):
+    result = run_cli("rul", "alerts", "--model", str(tmp_path / "never-read.pt"), "--data", str(tmp_path / "x.txt"),
+                     "--translator", str(tmp_path / "never-read-either.pt"), "--beam-size", beam)
+    assert_one_line_error(result, f"argument --beam-size: must be in [1, 50], got {beam}")
+
+
 def test_alerts_json_lists_engines_with_recommendations_in_alert_order(rul_run, tmp_path_factory):
     translator = trained(tmp_path_factory.getbasetemp()).best
     result = run_cli("rul", "alerts", "--model", str(rul_run.output_dir / "best.pt"), "--data", str(rul_run.train),

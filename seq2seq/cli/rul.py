@@ -10,7 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from seq2seq.checkpoint import file_fingerprint
 from seq2seq.cli.common import path_flag
+from seq2seq.cli.translate import search_flags
 from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from_dict
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.errors import ConfigError
@@ -78,14 +80,16 @@ def run_rul(args: argparse.Namespace) -> int:
 def run_train(args: argparse.Namespace) -> int:
     config = rul_config(args)
     engines = read_cmapss(args.data) if args.data else synthetic_engines(100, seed=config.seed)
+    fingerprint = {"--data": file_fingerprint(args.data)}  # no --data: synthetic engines, made from the seed
     # After the data is read (a bad file leaves an old run in place), before any log line (a refusal stands alone)
-    prepare_run(Path(args.output_dir), config, args.resume, args.overwrite)
+    prepare_run(Path(args.output_dir), config, args.resume, args.overwrite, fingerprint)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     log(f"data: {args.data or 'synthetic engines'}")
     if config.members > 1:
-        result = train_members(engines, config, Path(args.output_dir), log, args.resume)
+        result = train_members(engines, config, Path(args.output_dir), log, args.resume, fingerprint)
     else:
-        result, _ = train_on_engines(engines, config, Path(args.output_dir), log, resume=args.resume)
+        result, _ = train_on_engines(engines, config, Path(args.output_dir), log, resume=args.resume,
+                                     fingerprint=fingerprint)
     print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
     return 0
 
@@ -113,6 +117,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_alerts(args: argparse.Namespace) -> int:
     if args.beam_size is not None and args.translator is None:
         raise ConfigError("argument --beam-size: sets the search of --translator, and no --translator is given")
+    search_flags(args)  # a beam out of range is blamed on --beam-size, before anything loads
     monitor = EngineMonitor.from_checkpoint(args.model)
     engines = read_cmapss(args.data)
     if args.engine is not None:

@@ -13,7 +13,8 @@ Checkpoint layout (plain types only, so ``torch.load(weights_only=True)`` reads 
     preprocessor    the data layer's preprocessor state (plain types), used to prepare new data
     weights         the model's state_dict
 and, in last.pt, ``training_state``: the epoch it was saved after, the best so far, the optimizer,
-the schedules, both generators and why the run stopped (None while it runs), for ``--resume``. A
+the schedules, both generators, why the run stopped (None while it runs) and, when its caller named
+it, the data it trains on (``fingerprint``: flag -> ``checkpoint.file_fingerprint``), for ``--resume``. A
 run saves last.pt after every epoch, so an interrupted or killed run continues after its last
 finished epoch, as it would have gone on.
 """
@@ -35,7 +36,15 @@ from torch import Tensor
 from torch.utils.data import TensorDataset
 from tqdm import tqdm
 
-from seq2seq.checkpoint import count_parameters, load_members, load_weights, members_weights, read_payload, save_atomic
+from seq2seq.checkpoint import (
+    check_same_run,
+    count_parameters,
+    load_members,
+    load_weights,
+    members_weights,
+    read_payload,
+    save_atomic,
+)
 from seq2seq.config import RulConfig, from_dict, resolve_device
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
 from seq2seq.files import make_folder, write_atomic
@@ -47,7 +56,6 @@ FORMAT_VERSION = 1
 KIND = "rul-model"
 REQUIRED_KEYS = ("config", "n_features", "preprocessor", "weights")
 CLIP_GRAD_NORM = 1.0  # maximum gradient L2 norm; RulConfig has no field for it
-RESUMABLE_CHANGES = ("epochs", "max_minutes", "device")  # settings a resumed run may change: how long, and where
 
 
 class Split(Windows, Protocol):
@@ -160,9 +168,10 @@ def _check_split(split: Split, name: str, n_features: int) -> None:
 
 def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, output_dir: str | Path,
               preprocessor_state: dict[str, Any], log: Callable[[str], None] = print,
-              resume: bool = False) -> RulTrainResult:
+              resume: bool = False, fingerprint: dict[str, Any] | None = None) -> RulTrainResult:
     """Train on ``train``, select by RMSE on ``valid``; writes best.pt, last.pt (after every epoch) and
-    metrics.jsonl. ``resume``: continue the run in OUTPUT_DIR/last.pt after its last finished epoch."""
+    metrics.jsonl. ``resume``: continue the run in OUTPUT_DIR/last.pt after its last finished epoch, which must
+    have the same settings (but for those a resumed run may change) and, where it recorded them, ``fingerprint``."""
     _check_split(train, "training", n_features)
     _check_split(valid, "validation", n_features)
     output_dir = Path(output_dir)
@@ -178,7 +187,7 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
                                                          patience=config.plateau_patience)
     state: dict[str, Any] = {"epoch": 0, "best_rmse": math.inf, "best_epoch": 0, "seconds": 0.0, "stopped": None}
     if resume:
-        state = _resume(output_dir / "last.pt", config, model, optimizer, cosine, plateau, generator, log)
+        state = _resume(output_dir / "last.pt", config, fingerprint, model, optimizer, cosine, plateau, generator, log)
         if state["stopped"] == "patience" or state["epoch"] >= config.epochs:  # killed before its caller knew
             log(f"{output_dir}: the run had finished (after epoch {state['epoch']}, on {state['stopped']})")
             return RulTrainResult(best_rmse=state["best_rmse"], best_epoch=state["best_epoch"], epochs=state["epoch"],
@@ -218,7 +227,8 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
                 "epoch": epoch, "best_rmse": best_rmse, "best_epoch": best_epoch, "seconds": seconds,
                 "stopped": ending, "optimizer": optimizer.state_dict(), "plateau": plateau.state_dict(),
                 "cosine": cosine.state_dict() if cosine is not None else None,
-                "generator": generator.get_state(), "torch_rng": torch.get_rng_state()})
+                "generator": generator.get_state(), "torch_rng": torch.get_rng_state(),
+                **({"fingerprint": fingerprint} if fingerprint is not None else {})})
             log(f"epoch {epoch}: loss {parts['loss']:.4f}  valid RMSE {scores.rmse:.2f}  "
                 f"score {scores.score:.1f}  best {best_rmse:.2f} (epoch {best_epoch})")
             if ending is not None:
@@ -228,13 +238,19 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
                           seconds=state["seconds"] + time.monotonic() - start, parameters=parameters, stopped=stopped)
 
 
-def check_same_settings(path: Path, saved: RulConfig, config: RulConfig) -> None:
-    """``--resume`` goes on with the settings ``path`` was trained with, except those a longer run may change."""
-    for field in dataclasses.fields(RulConfig):
-        was, now = getattr(saved, field.name), getattr(config, field.name)
-        if field.name not in RESUMABLE_CHANGES and was != now:
-            raise ConfigError(f"--resume: {path} was trained with {field.name} {was!r}, not {now!r}; resume with the "
-                              "run's own settings, or start over with --overwrite")
+def resumable_payload(last: Path, config: RulConfig, fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The checkpoint ``last`` of a run that ``--resume`` may continue with ``config`` and ``fingerprint``: one with a
+    training state, trained with the same settings but for those a resumed run may change, and on the same
+    data where it recorded that (``checkpoint.check_same_run``); else a one-line ConfigError."""
+    payload = read_payload(last, KIND, FORMAT_VERSION, REQUIRED_KEYS)
+    state = payload.get("training_state")
+    if not isinstance(state, dict):
+        raise ConfigError(f"--resume: {last} holds no training state (written before runs could be resumed); "
+                          "start over with --overwrite")
+    with checkpoint_fault():
+        saved = from_dict(RulConfig, payload["config"], where=f"{last}: config")
+    check_same_run(last, [(saved, config)], state.get("fingerprint"), fingerprint)
+    return payload
 
 
 def _keep_metrics(path: Path, epochs: int) -> None:
@@ -251,19 +267,14 @@ def _epoch_of(line: str) -> float:
         return math.inf
 
 
-def _resume(last: Path, config: RulConfig, model: RulModel, optimizer: torch.optim.Optimizer,
-            cosine: torch.optim.lr_scheduler.LRScheduler | None, plateau: torch.optim.lr_scheduler.ReduceLROnPlateau,
-            generator: torch.Generator, log: Callable[[str], None]) -> dict[str, Any]:
-    """Load the run in ``last`` into the fresh objects of ``train_rul``; returns its saved progress. The run's
-    settings must be the ones it was trained with, except those a longer run may change."""
-    payload = read_payload(last, KIND, FORMAT_VERSION, REQUIRED_KEYS)
-    state = payload.get("training_state")
-    if not isinstance(state, dict):
-        raise ConfigError(f"--resume: {last} holds no training state (written before runs could be resumed); "
-                          "start over with --overwrite")
-    with checkpoint_fault():
-        saved = from_dict(RulConfig, payload["config"], where=f"{last}: config")
-    check_same_settings(last, saved, config)
+def _resume(last: Path, config: RulConfig, fingerprint: dict[str, Any] | None, model: RulModel,
+            optimizer: torch.optim.Optimizer, cosine: torch.optim.lr_scheduler.LRScheduler | None,
+            plateau: torch.optim.lr_scheduler.ReduceLROnPlateau, generator: torch.Generator,
+            log: Callable[[str], None]) -> dict[str, Any]:
+    """Load the run in ``last`` into the fresh objects of ``train_rul``; returns its saved progress. The run must be
+    one to continue with ``config`` and ``fingerprint`` (``resumable_payload``)."""
+    payload = resumable_payload(last, config, fingerprint)
+    state = payload["training_state"]
     load_weights(last, model, payload["weights"], "config")
     with checkpoint_fault():
         try:
