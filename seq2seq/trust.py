@@ -51,15 +51,14 @@ UNFAMILIAR_RATE = 0.05  # an unfamiliar alert is out of scope below the similari
 # What an out-of-scope verdict says wherever a recommendation appears (UI, translate, rul alerts).
 UNLIKE_HISTORY = "unlike every alert in the training history"
 NOT_ADVICE = "the model's guess, not advice"
+MIN_SPREAD = 0.01  # a signal varying less than this on dev is not standardised (fit_trust)
+MIN_CLASS = 5  # dev answers each class needs before the regression is fitted; else the median splits them
 
 
 def as_shown(text: str, verdict: str | None) -> str:
     """A recommendation's text where no verdict stands beside it (a heatmap's title, a list to choose from):
     marked as a guess when its alert is out of scope, so that it never reads as advice there either."""
     return f"[out of scope: {NOT_ADVICE}] {text}" if verdict == "out-of-scope" else text
-
-MIN_SPREAD = 0.01  # a signal varying less than this on dev is not standardised (fit_trust)
-MIN_CLASS = 5  # dev answers each class needs before the regression is fitted; else the median splits them
 
 
 @dataclass(frozen=True)
