@@ -38,7 +38,7 @@ from seq2seq.evaluate import fit_trust_on
 from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.recommender import Recommender, memory_state, read_memory
-from seq2seq.runs import build_trainer, check_settings, fresh_model, shared_tokenizer
+from seq2seq.runs import build_trainer, check_finished, check_settings, fresh_model, shared_tokenizer
 from seq2seq.selection import score_greedy
 from seq2seq.side_by_side import Member, train_side_by_side
 from seq2seq.tokenizer import Tokenizer
@@ -121,6 +121,10 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         raise ConfigError(f"train.parallel is {train_config.parallel} under torchrun ({world.size} processes): "
                           "members side by side need one process to start them; set parallel 1 or run without torchrun")
     one = replace(train_config, members=1, distill=False, parallel=1)
+    for k, folder in enumerate(teachers if resume else []):  # kept, not trained again: of this recipe and data too
+        if (folder / RESULT).is_file() and (folder / "last.pt").is_file():
+            check_finished(folder / "last.pt", train, dev, model_config, replace(one, seed=one.seed + k),
+                           tokenizer_config)
     runs = _Runs(dev, model_config, one, tokenizer_config, resume, overwrite, log, world, len(teachers + students),
                  min(train_config.parallel, train_config.members))
     results = runs.train(train, teachers)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import torch
 from support import (
     TINY_CONFIG,
     assert_one_line_error,
+    file_states,
     run_cli,
     tiny_config,
     tiny_data,
@@ -111,6 +113,16 @@ def test_resume_skips_finished_members_and_rebuilds_the_ensemble(recipe_run, tmp
         assert torch.equal(tensor, after["weights"][name])
     again = run_cli(*train_args(data, run), "--config", str(config))
     assert_one_line_error(again, "already holds a training run", "--resume")
+
+
+@pytest.mark.parametrize("changed", [["--dropout", "0.5"], ["--seed", "3"]])
+def test_resume_refuses_members_that_finished_under_other_settings(recipe_run, tmp_path, changed):
+    root, data, config, _ = recipe_run
+    shutil.copytree(root / "run", tmp_path / "run")
+    before = file_states(*sorted((tmp_path / "run").rglob("*")))
+    result = run_cli(*train_args(data, tmp_path / "run"), "--config", str(config), "--resume", *changed)
+    assert_one_line_error(result, f"--resume: {tmp_path / 'run' / 'member-1' / 'last.pt'} was trained with ")
+    assert file_states(*sorted((tmp_path / "run").rglob("*"))) == before  # nothing written
 
 
 def test_members_side_by_side_are_the_members_trained_one_after_the_other(recipe_run, tmp_path):
