@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 from seq2seq.errors import ConfigError, DataError, shown
 from seq2seq.files import (
     BYTES_KEPT,
+    KEPT_BYTES,
     SNIFF_BYTES,
     LongLine,
     bounded_lines,
@@ -286,7 +287,6 @@ def _jsonl_keys(path: Path, lines: Iterable[str]) -> list[str]:
     keys: dict[str, None] = {}
     with contextlib.suppress(ValueError):  # a DataError
         for _, record, line in json_records(path, lines):
-            with contextlib.suppress(UnicodeEncodeError):
-                line.encode("utf-8")
+            if not KEPT_BYTES.search(line):
                 keys.update(dict.fromkeys(record))
     return list(keys)
