@@ -6,23 +6,21 @@
 
 Tabs:
 
-- **Alerts**: one alert per line -> per alert the recommendation with its verdict and past cases, its
-  n-best alternatives with their scores and confidence (docs/serving.md), and the alignment heatmap of
-  every candidate, over words or pieces.
-- **Engine health**: a bundled synthetic engine (20, seeded) or an uploaded C-MAPSS file -> remaining
-  useful life, health state, the RUL model's temporal attention, the sensor deviations, the alerts
-  and each alert's recommendation with its heatmap.
-- Under every recommendation of those two tabs: was it **right** or **wrong**, and what the technician
-  did instead; stored in the feedback database (``--feedback-db``, default ``feedback.sqlite`` in
-  ``--default-dir``; ``seq2seq.serving.feedback``) through the same handler as ``/feedback``.
+- **Alerts**: one alert per line -> per alert the recommendation with its verdict and past cases, its n-best
+  alternatives with their scores and confidence (docs/serving.md), and every candidate's heatmap, over words or pieces.
+- **Engine health**: a bundled synthetic engine (20, seeded) or an uploaded C-MAPSS file -> remaining useful life,
+  health state, the RUL model's temporal attention, the sensor deviations, the alerts and each one's recommendation.
+- Under every recommendation of those two tabs: was it **right** or **wrong**, and what the technician did instead;
+  stored in the feedback database (``--feedback-db``, default ``feedback.sqlite`` in ``--default-dir``;
+  ``seq2seq.serving.feedback``) through the same handler as ``/feedback``.
 - **Batch**: an incident log (CSV, TSV, JSONL or TXT) -> the same rows with recommendation, score, trust,
   verdict and the nearest past case's action, as a download (``seq2seq.serving.translate_file``).
 
 The handlers behind the events are in ``seq2seq/serving/handlers.py``; this file lays out the page.
 
 Default models: ``translator.pt`` and ``rul.pt`` in ``--default-dir`` (``runs/default/``) unless ``--model`` and
-``--rul-model`` name others. A missing one is trained first and cached there (the translator on the embedded
-corpus, the RUL model on 100 seeded synthetic engines: under 5 minutes together on 2 CPU cores).
+``--rul-model`` name others. A missing one is trained first and cached there (the translator on the embedded corpus,
+the RUL model on 100 seeded synthetic engines: under 5 minutes together on 2 CPU cores).
 
 ``--smoke-test`` (CI, a fresh clone): the same models, the app on a free loopback port, the page fetched and
 each endpoint called once (``seq2seq.serving.smoke``), a one-line summary with timings: exit 0, or 1 with one line.
@@ -30,12 +28,11 @@ each endpoint called once (``seq2seq.serving.smoke``), a one-line summary with t
 Programs call the named endpoints (``/recommend``, ``/engine_health``, ``/translate_file``, ``/feedback``) with
 gradio_client, ``Client(url).predict(..., api_name=NAME)``; their inputs and JSON: docs/serving.md.
 
-Serving: concurrent /recommend calls share decoder passes; one engine job and one file
-job run at a time, each queued behind its own kind only; the queue is bounded and cannot be skipped;
-``GET /health`` and ``POST /api/recommend`` answer outside it (``App``). Uploads are capped at
-MAX_FILE_SIZE and only gr.File uploads are read; results and Gradio's copies are deleted after
-FILE_MAX_AGE_S and at shutdown (SIGTERM as Ctrl-C). Binds
-127.0.0.1 unless ``--host`` says otherwise.
+Serving: concurrent /recommend calls share decoder passes; one engine job and one file job run at a time, each
+queued behind its own kind only; the queue is bounded and cannot be skipped; ``GET /health`` and
+``POST /api/recommend`` answer outside it (``App``). Uploads are capped at MAX_FILE_SIZE and only gr.File uploads
+are read; results and Gradio's copies are deleted after FILE_MAX_AGE_S and at shutdown (SIGTERM as Ctrl-C).
+Binds 127.0.0.1 unless ``--host`` says otherwise.
 """
 
 from __future__ import annotations
@@ -111,10 +108,8 @@ def _cleared_on_refusal(asked: Any, outputs: list[Any], plots: list[gr.Plot]) ->
 
 
 def _translator_dropdown(handlers: Handlers) -> gr.Dropdown:
-    choices = []
-    for name, recommender in handlers.translators.items():
-        attention = recommender.model.config.attention
-        choices.append((name if attention in name else f"{name} ({attention})", name))
+    choices = [(name if (attention := r.model.config.attention) in name else f"{name} ({attention})", name)
+               for name, r in handlers.translators.items()]
     return gr.Dropdown(choices=choices, value=choices[0][1], label="Translator (attention type)")
 
 
@@ -167,8 +162,7 @@ def _alerts_tab(h: Handlers, concurrency: int) -> None:
     with gr.Accordion("JSON, as /recommend returns it", open=False):
         data = gr.JSON(elem_id="recommend-json")
     shown_summary, recommendations = gr.State(), gr.State()
-    # preprocess=False: the handler gets what a program sent and checks it (a Textbox would pass str(payload),
-    # reading a list as its repr).
+    # preprocess=False: the handler checks what a program sent (a Textbox would pass a list on as its repr).
     asked = button.click(h.recommend, [text, translator, beam, n_best], [data, shown_summary, recommendations],
                          api_name="recommend", concurrency_limit=concurrency, concurrency_id="recommend",
                          preprocess=False)

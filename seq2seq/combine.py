@@ -120,6 +120,11 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     if train_config.parallel > 1 and world.size > 1:
         raise ConfigError(f"train.parallel is {train_config.parallel} under torchrun ({world.size} processes): "
                           "members side by side need one process to start them; set parallel 1 or run without torchrun")
+    beyond = output_dir / f"member-{train_config.members + 1}" / "last.pt"
+    if resume and beyond.is_file():  # the ensemble would leave it out without a word
+        raise ConfigError(f"--resume: {beyond} is a member of this run, which train.members {train_config.members} "
+                          "leaves out; resume with the run's own settings and data, start over with --overwrite, or "
+                          "choose another --output-dir")
     one = replace(train_config, members=1, distill=False, parallel=1)
     for k, folder in enumerate(teachers if resume else []):  # kept, not trained again: of this recipe and data too
         if (folder / RESULT).is_file() and (folder / "last.pt").is_file():

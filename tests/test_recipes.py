@@ -125,6 +125,17 @@ def test_resume_refuses_members_that_finished_under_other_settings(recipe_run, t
     assert file_states(*sorted((tmp_path / "run").rglob("*"))) == before  # nothing written
 
 
+def test_resume_asking_fewer_members_than_the_run_trained_is_refused(recipe_run, tmp_path):
+    root, data, config, _ = recipe_run  # a recipe of 2 members
+    shutil.copytree(root / "run", tmp_path / "run")
+    shutil.copytree(tmp_path / "run" / "member-2", tmp_path / "run" / "member-3")  # as if it had trained 3
+    before = file_states(*sorted((tmp_path / "run").rglob("*")))
+    result = run_cli(*train_args(data, tmp_path / "run"), "--config", str(config), "--resume")
+    assert_one_line_error(result, f"--resume: {tmp_path / 'run' / 'member-3' / 'last.pt'} is a member of this run, "
+                                  "which train.members 2 leaves out")
+    assert file_states(*sorted((tmp_path / "run").rglob("*"))) == before  # nothing written
+
+
 def test_members_side_by_side_are_the_members_trained_one_after_the_other(recipe_run, tmp_path):
     """train.parallel: each member in its own process, with the same tokenizer, seed and threads as in turn."""
     root, data, config, _ = recipe_run

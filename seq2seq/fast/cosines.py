@@ -9,6 +9,7 @@ results equal the dict loops they replace to the last bit (tests/test_trust.py).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import reduce
@@ -21,6 +22,10 @@ from scipy.sparse import csr_matrix
 
 ARRAYS_FROM = 8  # vectors per call from which arrays are faster than plain loops (NumPy's fixed cost per call)
 BOUND_SLACK = 1e-4  # added to each bound: the float32 sums' rounding (about 1e-5) stays far inside
+
+# torch 2.11 warns of "memory errors" at a process's first sparse tensor, even one built with
+# check_invariants=False as below (2.13 does not): a translate job on the GPU machine printed it on stderr.
+warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled", category=UserWarning)
 
 
 @dataclass(frozen=True)
