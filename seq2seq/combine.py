@@ -38,7 +38,7 @@ from seq2seq.evaluate import fit_trust_on
 from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.recommender import Recommender, memory_state, read_memory
-from seq2seq.runs import build_trainer, check_finished, check_settings, fresh_model, shared_tokenizer
+from seq2seq.runs import build_trainer, check_finished, check_settings, fresh_model, run_fingerprint, shared_tokenizer
 from seq2seq.selection import score_greedy
 from seq2seq.side_by_side import Member, train_side_by_side
 from seq2seq.tokenizer import Tokenizer
@@ -126,10 +126,11 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
                           "leaves out; resume with the run's own settings and data, start over with --overwrite, or "
                           "choose another --output-dir")
     one = replace(train_config, members=1, distill=False, parallel=1)
-    for k, folder in enumerate(teachers if resume else []):  # kept, not trained again: of this recipe and data too
-        if (folder / RESULT).is_file() and (folder / "last.pt").is_file():
-            check_finished(folder / "last.pt", train, dev, model_config, replace(one, seed=one.seed + k),
-                           tokenizer_config)
+    finished = [(k, folder / "last.pt") for k, folder in enumerate(teachers if resume else [])
+                if (folder / RESULT).is_file() and (folder / "last.pt").is_file()]
+    fingerprint = run_fingerprint(train, dev) if finished else {}  # the data read once, not once per member
+    for k, last in finished:  # kept, not trained again: of this recipe and data too
+        check_finished(last, fingerprint, model_config, replace(one, seed=one.seed + k), tokenizer_config)
     runs = _Runs(dev, model_config, one, tokenizer_config, resume, overwrite, log, world, len(teachers + students),
                  min(train_config.parallel, train_config.members))
     results = runs.train(train, teachers)

@@ -100,14 +100,15 @@ def check_resumed(last: Path, payload: dict[str, Any], model: ModelConfig, token
                    state.get("fingerprint") if isinstance(state, dict) else None, fingerprint)
 
 
-def check_finished(last: Path, train: ParallelCorpus, dev: ParallelCorpus, model_config: ModelConfig,
-                   train_config: TrainConfig, tokenizer_config: TokenizerConfig) -> None:
-    """A ConfigError unless the finished run whose last.pt is ``last`` was trained as asked now: a recipe's member
-    that ``--resume`` keeps, rather than trains again, is held to what ``build_trainer`` holds a resumed one to."""
+def check_finished(last: Path, fingerprint: dict[str, Any], model_config: ModelConfig, train_config: TrainConfig,
+                   tokenizer_config: TokenizerConfig) -> None:
+    """A ConfigError unless the finished run whose last.pt is ``last`` was trained as asked now, on the data of
+    ``fingerprint`` (``run_fingerprint``): a recipe's member that ``--resume`` keeps, rather than trains again, is
+    held to what ``build_trainer`` holds a resumed one to."""
     payload = read_checkpoint(last)
     model, tokenizer = restore(payload, last)
     check_resumed(last, payload, model.config, tokenizer.config, model_config, train_config, tokenizer_config,
-                  run_fingerprint(train, dev))
+                  fingerprint)
 
 
 def check_settings(model_config: ModelConfig | None, train_config: TrainConfig, tokenizer_config: TokenizerConfig,
