@@ -133,7 +133,6 @@ def test_a_batchs_vectors_are_its_texts_vectors_to_the_bit(memory, texts):
         assert np.array_equal(getattr(rows, name), getattr(one_by_one, name))
 
 
-
 def test_a_batch_of_texts_without_a_known_n_gram_has_empty_vectors(memory):
     rows = memory.alert_vector.rows(["", "☃ ☃", *[""] * cosines_module.ARRAYS_FROM])  # built as arrays
     assert rows.indptr.tolist() == [0] * (cosines_module.ARRAYS_FROM + 3) and rows.columns.size == rows.values.size == 0
