@@ -168,12 +168,10 @@ class Recommender:
         results: list[Recommendation | None] = [None] * len(alerts)
         order = sorted((i for i, (ids, _, _) in enumerate(encoded) if ids), key=lambda i: len(encoded[i][0]))
         batches = [order[start: start + batch_size] for start in range(0, len(order), batch_size)]
-        # Judged up to JUDGED_BATCHES batches at a time, as many as the memory's group_size allows: the look-up's
-        # arrays are read in once for all of them and its fixed cost is shared (docs/trust.md, "Cost of the
-        # look-up"). The groups are as even as can be, a multiple of the workers in number, so that no worker is
-        # left with the last group alone.
-        together = min(JUDGED_BATCHES, max(1, self.memory.group_size // batch_size)) \
-            if similar is not None and self.memory is not None else 1
+        # Judged JUDGED_BATCHES batches at a time: the look-up's fixed cost per call is shared (docs/trust.md,
+        # "Cost of the look-up"). The groups are as even as can be, a multiple of the workers in number, so that no
+        # worker is left with the last group alone.
+        together = JUDGED_BATCHES if similar is not None and self.memory is not None else 1
         count = self.workers * math.ceil(len(batches) / (self.workers * together))
         edges = [len(batches) * g // max(1, count) for g in range(count + 1)]
         groups = [batches[start:end] for start, end in itertools.pairwise(edges) if end > start]

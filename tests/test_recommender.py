@@ -6,7 +6,6 @@ import pytest
 import torch
 from support import MAX_SOURCE_LENGTH, trained
 
-import seq2seq.memory as memory_module
 import seq2seq.recommender as recommender_module
 from seq2seq.config import SearchConfig
 from seq2seq.errors import ConfigError
@@ -68,10 +67,6 @@ def test_batches_judged_together_give_what_each_batch_judged_alone_gives(recomme
     monkeypatch.setattr(recommender, "_judge", counting)
     together = recommender.recommend(alerts, batch_size=2)  # 14 batches, judged at most 4 at a time
     assert sizes == [6, 8, 6, 7]  # 4 groups of 3 or 4 batches (the last batch holds one alert)
-    sizes.clear()
-    monkeypatch.setattr(memory_module, "GROUP_CELLS", 4 * len(set(recommender.memory.alerts)))  # 4 alerts a look-up
-    recommender.recommend(alerts, batch_size=2)
-    assert sizes == [4] * 6 + [3]  # a large memory's look-up takes fewer alerts at once
     sizes.clear()
     monkeypatch.setattr(recommender_module, "JUDGED_BATCHES", 1)
     alone = recommender.recommend(alerts, batch_size=2)

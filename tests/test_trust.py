@@ -15,10 +15,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from support import TINY_PAIRS, run_cli, tiny_data, train_args, trained, training_threads, tsv
 
-from seq2seq import memory as memory_module
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.errors import CheckpointError
 from seq2seq.fast import cosines as cosines_module
+from seq2seq.fast import scan as scan_module
 from seq2seq.fast import tfidf as tfidf_module
 from seq2seq.fast.cosines import csr_rows
 from seq2seq.memory import Case, CaseMemory
@@ -147,72 +147,66 @@ WORDS = [
 
 @pytest.fixture(scope="module")
 def large_memory() -> CaseMemory:
-    """A memory searched through its bounds: random alerts over a small vocabulary, some also in another
-    order (the same vector: exact ties), some answered twice. A wide slack leaves the bounds loose, so that
-    every path is taken: the shortlist, scoring the cases the bound lets through, scoring every case; a
-    small head leaves most n-grams to the postings, so that both parts of the bounds are summed."""
+    """Random alerts over a small vocabulary, some also in another order (the same vector: exact ties), some
+    answered twice: every query shares n-grams with most of its 1,400 distinct alerts."""
     rng = np.random.default_rng(0)
     alerts = [" ".join(rng.choice(WORDS, rng.integers(1, 7), replace=False)) for _ in range(1400)]
     alerts += [" ".join(reversed(alert.split())) for alert in alerts[:100]]
     actions = [f"replaced {rng.choice(WORDS)} and {rng.choice(WORDS)}" for _ in alerts]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cosines_module, "BOUND_SLACK", 0.05)
-        patch.setattr(memory_module, "BOUND_HEAD", 32)
-        memory = CaseMemory([*alerts, *alerts[:60]], [*actions, *(f"inspected {a}" for a in alerts[:60])])
-    assert memory._bounds is not None and memory._distinct >= memory_module.BOUND_MIN_ALERTS
-    assert memory._bounds.tail.nnz > memory._bounds.dense.count_nonzero()  # most entries in the postings
-    return memory
+    return CaseMemory([*alerts, *alerts[:60]], [*actions, *(f"inspected {a}" for a in alerts[:60])])
 
 
-def scanned(memory: CaseMemory, query: dict[int, float]) -> np.ndarray:
-    """The cosines (U,) of a {column: weight} query with every distinct past alert, from the postings."""
-    return memory._similarity(list(query), np.array(list(query.values())))
+def plain_search(memory: CaseMemory, alerts: list[str], k: int) -> list[list[Case]]:
+    """``nearest`` as plain loops: each past alert's cosine added up n-gram after n-gram in the query's order,
+    clipped to [0, 1]; the cases sorted by similarity, then memory order."""
+    indptr, indices, data = memory._postings
+    holders = [dict(zip(indices[a:b].tolist(), data[a:b].tolist(), strict=True))
+               for a, b in zip(indptr[:-1].tolist(), indptr[1:].tolist(), strict=True)]  # n-gram -> {alert: weight}
+    found = []
+    for alert in alerts:
+        query = memory.alert_vector(normalize(alert))
+        cosines = [cosines_module.left_to_right(holders[j][u] * w for j, w in query.items() if u in holders[j])
+                   for u in range(memory._distinct)]
+        similarity = [min(max(cosines[u], 0.0), 1.0) for u in memory._alert_row.tolist()]
+        best = sorted(range(len(memory)), key=lambda pair: (-similarity[pair], pair))[:k]
+        found.append([Case(memory.alerts[j], memory.actions[j], similarity[j]) for j in best])
+    return found
 
 
-def full_scan(memory: CaseMemory, alerts: list[str], k: int) -> list[list[Case]]:
-    return [memory._ranked(scanned(memory, memory.alert_vector(normalize(alert))), k) for alert in alerts]
-
-
-def test_a_batch_searched_through_the_bounds_finds_what_scoring_every_case_finds_to_the_bit(large_memory):
+def test_the_search_finds_what_plain_loops_over_every_case_find_to_the_bit(large_memory):
     rng = np.random.default_rng(1)
-    alerts = [*large_memory.alerts[::37],  # copies: similarity 1, tied with their reorderings
-              *(" ".join(rng.choice(WORDS, rng.integers(1, 5), replace=False)) for _ in range(60)),
-              *(alert.replace("e", "3") for alert in large_memory.alerts[5:300:29]),  # misspelled
+    alerts = [*large_memory.alerts[::97],  # copies: similarity 1, tied with their reorderings
+              *(" ".join(rng.choice(WORDS, rng.integers(1, 5), replace=False)) for _ in range(12)),
+              *(alert.replace("e", "3") for alert in large_memory.alerts[5:300:59]),  # misspelled
+              *(word[:2] for word in WORDS[:6]),  # like too many cases to tell apart
               "kitchen sink drain blocked", "", "☃", "zzzz qqqq"]
-    settled = sum(found is not None for found in large_memory._shortlisted(large_memory.vectors(alerts), 3))
-    assert len(alerts) / 4 < settled < len(alerts)  # both paths: the batch's bounds, and scoring every case
-    vague = [word[:2] for word in WORDS]  # a batch whose every alert is like too many cases to score a few
     for k in (1, 3, 8):
-        assert large_memory.nearest(alerts, k) == full_scan(large_memory, alerts, k)
-        assert large_memory.nearest(vague, k) == full_scan(large_memory, vague, k)
-    shortlisted, search = [], large_memory._shortlisted
-    with pytest.MonkeyPatch.context() as patch:  # a memory this large: one alert at a time through the bounds too
-        patch.setattr(memory_module, "BOUND_ALONE", large_memory._distinct)
-        patch.setattr(large_memory, "_shortlisted", lambda *args: shortlisted.append(args) or search(*args))
-        assert [large_memory.nearest([alert], 3)[0] for alert in alerts] == full_scan(large_memory, alerts, 3)
-    assert len(shortlisted) == len(alerts)
+        together = large_memory.nearest(alerts, k)
+        assert together == plain_search(large_memory, alerts, k)
+        assert together == [large_memory.nearest([alert], k)[0] for alert in alerts]
 
 
-@given(st.lists(st.sampled_from([*WORDS, "sink", "printer", "x"]), min_size=1, max_size=8))
-@settings(max_examples=40)
-def test_bounds_are_never_below_the_exact_cosines_and_nearly_equal_them(large_memory, words):
-    query = large_memory.alert_vector(" ".join(words))
-    if query:  # the bounds with the slack they are built with outside the fixture
-        bounds = large_memory._bounds(csr_rows([query]))[0] - large_memory._bounds.slack + cosines_module.BOUND_SLACK
-        exact = scanned(large_memory, query)
-        assert (bounds >= exact).all() and (bounds <= exact + 2 * cosines_module.BOUND_SLACK).all()
-
-
-@given(st.lists(st.integers(0, 5), min_size=1, max_size=6), st.lists(st.integers(0, 5), max_size=8))
-def test_runs_copy_the_entries_segments_point_at_row_after_row(lengths, rows):
-    rows = [row % len(lengths) for row in rows]  # repeats and empty rows included
-    indptr = np.concatenate(([0], np.cumsum(lengths)))
-    values, columns = np.arange(indptr[-1], dtype=np.float32) / 7, np.arange(indptr[-1], dtype=np.int32)[::-1].copy()
-    (got_values, got_columns), stored = cosines_module.runs(indptr.tolist(), rows, values, columns)
-    offsets, _ = cosines_module.segments(indptr, np.array(rows, dtype=np.int64))
-    assert got_values.dtype == values.dtype and got_columns.dtype == columns.dtype
-    assert np.array_equal(got_values, values[offsets]) and np.array_equal(got_columns, columns[offsets])
-    assert stored == [lengths[row] for row in rows]
+@given(st.integers(1, 6), st.lists(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 1, width=32)), max_size=6),
+                                    min_size=1, max_size=6),
+       st.lists(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 2)), max_size=6), min_size=1, max_size=3),
+       st.lists(st.integers(0, 5), min_size=1, max_size=9), st.integers(1, 9))
+def test_the_compiled_search_adds_in_the_querys_order_and_keeps_the_k_best_in_memory_order(distinct, postings,
+                                                                                            queries, alert_of, k):
+    postings = [dict((alert % distinct, weight) for alert, weight in gram) for gram in postings]  # n-gram -> {alert: w}
+    queries = [list(dict((gram % len(postings), value) for gram, value in query).items()) for query in queries]
+    alert_of = np.array([alert % distinct for alert in alert_of])
+    k = min(k, alert_of.size)
+    pairs, similarities = scan_module.nearest(
+        np.cumsum([0, *map(len, postings)]), np.array([a for gram in postings for a in gram], dtype=np.int32),
+        np.array([w for gram in postings for w in gram.values()], dtype=np.float32),
+        np.cumsum([0, *map(len, queries)]), np.array([g for query in queries for g, _ in query], dtype=np.int64),
+        np.array([v for query in queries for _, v in query]), alert_of, distinct, k)
+    for query, found, near in zip(queries, pairs.tolist(), similarities.tolist(), strict=True):
+        cosines = [cosines_module.left_to_right(float(np.float32(postings[g][alert])) * v
+                                                for g, v in query if alert in postings[g]) for alert in range(distinct)]
+        clipped = [min(max(cosines[alert], 0.0), 1.0) for alert in alert_of.tolist()]
+        ranked = sorted(range(alert_of.size), key=lambda pair: (-clipped[pair], pair))[:k]
+        assert found == ranked and near == [clipped[pair] for pair in ranked]  # to the bit
 
 
 @given(st.lists(st.floats(-1e6, 1e6) | st.sampled_from([0.1, -0.0, 1e-17, 3.0]), max_size=40))
