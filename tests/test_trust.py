@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import replace
 
 import numpy as np
@@ -372,6 +373,8 @@ def test_an_answers_trust_does_not_depend_on_the_batch_it_comes_in(rows, seed):
 def test_memory_round_trips_through_its_state(memory):
     again = CaseMemory.from_state_dict(memory.state_dict())
     assert again.nearest(["motor temp high"], 3) == memory.nearest(["motor temp high"], 3)
+    unpickled = pickle.loads(pickle.dumps(memory))  # as the UI's decoding process receives it
+    assert unpickled.nearest(["motor temp high", "zzzz"], 3) == memory.nearest(["motor temp high", "zzzz"], 3)
     with pytest.raises(CheckpointError, match="malformed"):
         CaseMemory.from_state_dict({"version": 1, "alerts": ["a"]})
 
