@@ -5,31 +5,19 @@ One pass reads each posting once and keeps the k best as it goes. NumPy needed a
 temporary arrays the size of a query's postings (about 22,000 entries for MaintNet); float32 bounds on
 every cosine, with exact cosines for a shortlist, were faster for a batch but still slower than this loop,
 for one alert and for 64, for 3,000 past alerts and for 190,000 (docs/trust.md, "One compiled loop").
-Each alert's terms are added in the query's n-gram order, as the dict loops and ``cosines.sum_in_order``
-add theirs, so every path gives the same bits. ``nogil``: a decoding worker's thread runs on meanwhile.
-numba is imported and the loop compiled (or read from numba's cache) at the first call, so that commands
-without a case memory do not pay for it.
+Each alert's terms are added in the query's n-gram order, as plain loops over dicts
+would add them, so every path gives the same bits. ``nogil``: a decoding worker's thread runs on meanwhile.
 """
 
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 
-
-def nearest(*args):
-    """``_nearest`` compiled, with the same arguments."""
-    return _compiled()(*args)
+from seq2seq.fast.compiled import compiled
 
 
-@cache
-def _compiled():
-    from numba import njit
-    return njit(cache=True, nogil=True)(_nearest)
-
-
-def _nearest(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, query_indptr: np.ndarray,
+@compiled
+def nearest(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, query_indptr: np.ndarray,
             columns: np.ndarray, values: np.ndarray, alert_of: np.ndarray, distinct: int,
             k: int) -> tuple[np.ndarray, np.ndarray]:
     """For each query (CSR rows ``query_indptr``, ``columns``, ``values``: its n-grams in its order), the ``k``
