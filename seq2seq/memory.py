@@ -94,11 +94,11 @@ class CaseMemory:
         # float32 as fitted: half the bytes to read, widened exactly where used
         self._postings = postings.indptr, postings.indices, postings.data
         self._distinct = fitted.shape[0]
-        self._load_search()
         self.alert_vector = TfidfVectors(self._alert_index)
         self.past_actions = PastActions(self.actions, _fitted(self.actions)[0])
         self._long_weights, self._long_bias = _long_answers(fitted[self._alert_row], self.actions)
         self._words = {word for alert in distinct for word in WORD.findall(alert.lower())}
+        self._load_compiled()
 
     def __len__(self) -> int:
         return len(self.alerts)
@@ -106,13 +106,14 @@ class CaseMemory:
     def __setstate__(self, state: dict) -> None:
         """Unpickled (the UI's decoding process receives its translator so): the search loaded as when built."""
         self.__dict__.update(state)
-        self._load_search()
+        self._load_compiled()
 
-    def _load_search(self) -> None:
-        """The compiled search loads on its first call in a process (numba's import and cache, about 0.4 s): paid
+    def _load_compiled(self) -> None:
+        """The compiled loops load on their first call in a process (numba's import and cache, about 0.5 s): paid
         with the index, when the memory is built or unpickled, rather than by the first alert asked about."""
         nearest(*self._postings, np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0),
                 self._alert_row, self._distinct, 1)
+        self.past_actions.agreement_and_consensus(None, [])
 
     def state_dict(self) -> dict:
         return {"version": STATE_VERSION, "alerts": list(self.alerts), "actions": list(self.actions)}
