@@ -109,7 +109,7 @@ class CaseMemory:
         self._load_compiled()
 
     def _load_compiled(self) -> None:
-        """The compiled loops load on their first call in a process (numba's import and cache, about 0.5 s): paid
+        """The compiled loops load on their first call in a process (numba's import and cache): paid
         with the index, when the memory is built or unpickled, rather than by the first alert asked about."""
         nearest(*self._postings, np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0),
                 self._alert_row, self._distinct, 1)

@@ -1,6 +1,6 @@
 """Loops compiled by numba at their first call: numba is imported then, not when this package is, so that a
-command that never calls one does not pay for it (about 0.3 s to import, 0.15 s to read a loop from numba's
-cache next to its module, 0.6 s to compile it the first time on a machine)."""
+command that never calls one does not pay for it: the import, reading each loop from numba's cache next to
+its module, or compiling it the first time on a machine (figures: docs/trust.md, "One compiled loop")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """The case memory's search as a compiled loop (numba): each query's cosine with every past alert through the
 postings of its n-grams, and its k best cases.
 
-One pass reads each posting once and keeps the k best as it goes. NumPy needed about ten passes through
-temporary arrays the size of a query's postings (about 22,000 entries for MaintNet); float32 bounds on
-every cosine, with exact cosines for a shortlist, were faster for a batch but still slower than this loop,
-for one alert and for 64, for 3,000 past alerts and for 190,000 (docs/trust.md, "One compiled loop").
+One pass reads each posting once and keeps the k best as it goes. NumPy needed many passes through
+temporary arrays the size of a query's postings; float32 bounds on every cosine, with exact cosines for a
+shortlist, were faster for a batch but still slower than this loop, for one alert and for a batch, for small
+memories and large (figures: docs/trust.md, "One compiled loop").
 Each alert's terms are added in the query's n-gram order, as plain loops over dicts
 would add them, so every path gives the same bits. ``nogil``: a decoding worker's thread runs on meanwhile.
 """
