@@ -7,9 +7,10 @@ tests alike, so every path normalises, truncates, batches and decodes in exactly
 from __future__ import annotations
 
 import copy
-import itertools
 import logging
 import math
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -161,21 +162,16 @@ class Recommender:
     def _answer(self, alerts: list[str], config: SearchConfig | None, batch_size: int,
                 similar: int | None = None) -> list[Recommendation]:
         """Decoded recommendations in input order (no candidates for an unanswered alert), judged with
-        ``similar`` past cases unless None. Each group of batches is judged by the worker that decoded it,
-        while the others decode: a file job's look-up then runs beside the decoding, not after it."""
+        ``similar`` past cases unless None, by the workers between their batches (``_decode_batches``): a file
+        job's look-up then runs beside the decoding, not after it."""
         config = config or self.search
         encoded = [self.encode(alert) for alert in alerts]
         results: list[Recommendation | None] = [None] * len(alerts)
         order = sorted((i for i, (ids, _, _) in enumerate(encoded) if ids), key=lambda i: len(encoded[i][0]))
         batches = [order[start: start + batch_size] for start in range(0, len(order), batch_size)]
-        # Judged JUDGED_BATCHES batches at a time: the look-up's fixed cost per call is shared (docs/trust.md,
-        # "Cost of the look-up"). The groups are as even as can be, a multiple of the workers in number, so that no
-        # worker is left with the last group alone.
+        # Judged up to JUDGED_BATCHES batches at a time: the look-up's fixed cost per call is shared (docs/trust.md,
+        # "Cost of the look-up").
         together = JUDGED_BATCHES if similar is not None and self.memory is not None else 1
-        count = self.workers * math.ceil(len(batches) / (self.workers * together))
-        edges = [len(batches) * g // max(1, count) for g in range(count + 1)]
-        groups = [batches[start:end] for start, end in itertools.pairwise(edges) if end > start]
-        chunks = [[i for batch in group for i in batch] for group in groups]
 
         def finish(chunk: list[int], hypotheses: list[list[Hypothesis]]) -> list[Recommendation]:
             answers = [Recommendation(alerts[i], encoded[i][1], distinct([self._candidate(h) for h in hyps]),
@@ -185,8 +181,8 @@ class Recommender:
             judged = self._judge([r for r in answers if r.candidates], similar)
             return [next(judged) if r.candidates else r for r in answers]
 
-        sources = [[[encoded[i][0] for i in batch] for batch in group] for group in groups]
-        for chunk, answers in zip(chunks, self._decode_batches(chunks, sources, config, finish), strict=True):
+        sources = [[encoded[i][0] for i in batch] for batch in batches]
+        for chunk, answers in self._decode_batches(batches, sources, together, config, finish):
             for i, answer in zip(chunk, answers, strict=True):
                 results[i] = answer
         return [result or Recommendation(alert, [], [], encoded[i][2])
@@ -227,18 +223,52 @@ class Recommender:
         """Best recommendation text per alert ("" for an empty alert); no trust or past cases are looked up."""
         return once_each(alerts, lambda distinct: [r.text for r in self._answer(distinct, config, batch_size)])
 
-    def _decode_batches(self, chunks: list[list[int]], sources: list[list[list[list[int]]]], config: SearchConfig,
+    def _decode_batches(self, batches: list[list[int]], sources: list[list[list[int]]], together: int,
+                        config: SearchConfig,
                         finish: Callable[[list[int], list[list[Hypothesis]]], list[Recommendation]],
-                        ) -> Iterator[list[Recommendation]]:
-        """``finish(chunk, its hypotheses)`` for each chunk, in order, its ``sources`` decoded batch after batch;
-        with several workers the chunks are decoded and finished in threads."""
-        def decode(chunk: list[int], batches: list[list[list[int]]]) -> list[Recommendation]:
-            return finish(chunk, [hyps for batch in batches for hyps in self._search(batch, config)])
-        if self.workers == 1 or len(chunks) < 2:
-            yield from map(decode, chunks, sources)
-            return
-        with ThreadPoolExecutor(self.workers) as pool:
-            yield from pool.map(decode, chunks, sources)
+                        ) -> list[tuple[list[int], list[Recommendation]]]:
+        """(alerts, ``finish(alerts, their hypotheses)``) for the ``batches`` (the alerts' places) in some order,
+        their ``sources`` decoded by ``workers`` threads, finished ``together`` batches at a time.
+
+        A worker takes the next batch whenever it is free, and whoever decodes the ``together``-th waiting batch
+        finishes those waiting, as does whoever decodes one when fewer batches are left to take than there are
+        workers: the last look-ups are small, and run while the others decode. (A split fixed beforehand left one
+        worker the longer batches, and the last look-up alone: docs/trust.md, "Judging as workers free".)"""
+        # Longest first (the batches come sorted by length): the last to be decoded are the quickest, so that the
+        # workers finish together, and their look-ups are the smallest.
+        untaken, waiting, done = deque(reversed(list(zip(batches, sources, strict=True)))), [], []
+        lock = threading.Lock()
+
+        def work() -> None:
+            while True:
+                with lock:
+                    if not untaken:
+                        return
+                    batch, source = untaken.popleft()
+                hypotheses = self._search(source, config)
+                with lock:
+                    waiting.append((batch, hypotheses))
+                    if len(waiting) < together and len(untaken) >= self.workers:
+                        continue
+                    ready, waiting[:] = waiting[:], []
+                chunk = [i for places, _ in ready for i in places]
+                done.append((chunk, finish(chunk, [hyps for _, found in ready for hyps in found])))
+
+        def work_or_stop_all() -> None:
+            try:
+                work()
+            except BaseException:
+                with lock:
+                    untaken.clear()  # the others stop after their batch: the call fails anyway
+                raise
+
+        if self.workers == 1 or len(batches) < 2:
+            work()
+        else:
+            with ThreadPoolExecutor(self.workers) as pool:
+                for running in [pool.submit(work_or_stop_all) for _ in range(self.workers)]:
+                    running.result()
+        return done
 
     @torch.inference_mode()
     def _search(self, id_lists: list[list[int]], config: SearchConfig) -> list[list[Hypothesis]]:

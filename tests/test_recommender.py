@@ -66,22 +66,66 @@ def test_batches_judged_together_give_what_each_batch_judged_alone_gives(recomme
         return judge(answered, similar)
     monkeypatch.setattr(recommender, "_judge", counting)
     together = recommender.recommend(alerts, batch_size=2)  # 14 batches, judged at most 4 at a time
-    assert sizes == [6, 8, 6, 7]  # 4 groups of 3 or 4 batches (the last batch holds one alert)
+    assert sizes == [7, 8, 8, 4]  # longest first, so the batch of one alert first; the 2 left when none remain
     sizes.clear()
     monkeypatch.setattr(recommender_module, "JUDGED_BATCHES", 1)
     alone = recommender.recommend(alerts, batch_size=2)
-    assert sizes == [2] * 13 + [1]
+    assert sizes == [1] + [2] * 13
     assert [(r.text, r.trust, r.verdict, r.similar) for r in together] == \
            [(r.text, r.trust, r.verdict, r.similar) for r in alone]
     assert recommender.memory is not None and all(r.similar for r in together)
 
 
+def test_workers_take_the_longest_batches_first_and_judge_each_alert_once(recommender, monkeypatch):
+    alerts = list(dict.fromkeys(f"{alert} unit {k}" for k in range(3) for alert in ALERTS))  # 14 batches of 2
+    threaded = Recommender(recommender.model, recommender.tokenizer, workers=3, memory=recommender.memory,
+                           trust=recommender.trust_model)
+    longest, judged = [], []
+    search, judge = threaded._search, threaded._judge
+
+    def searching(id_lists, config):
+        longest.append(max(map(len, id_lists)))
+        return search(id_lists, config)
+
+    def judging(answered, similar):
+        judged.extend(r.alert for r in answered)
+        return judge(answered, similar)
+    monkeypatch.setattr(threaded, "_search", searching)
+    monkeypatch.setattr(threaded, "_judge", judging)
+    got = threaded.recommend(alerts, batch_size=2)
+    assert sorted(judged) == sorted(r.alert for r in got if r.candidates)  # every answered alert, once
+    assert len(judged) == 27  # the alert over the model's limit is answered too (truncated); none is empty
+    threaded.workers = 1  # one worker takes them in the order they are handed out
+    longest.clear()
+    threaded.recommend(alerts, batch_size=2)
+    assert longest == sorted(longest, reverse=True) and len(longest) == 14
+
+
+def test_a_failing_batch_fails_the_call_and_leaves_the_workers_ready_for_the_next(recommender, monkeypatch):
+    threaded = Recommender(recommender.model, recommender.tokenizer, workers=3, memory=recommender.memory,
+                           trust=recommender.trust_model)
+    alerts = [f"{alert} unit {k}" for k in range(3) for alert in ALERTS]
+    expected = [r.text for r in threaded.recommend(alerts, batch_size=2)]
+    search, calls = threaded._search, []
+
+    def failing(id_lists, config):
+        calls.append(len(id_lists))
+        if len(calls) == 3:
+            raise RuntimeError("out of memory in batch 3")
+        return search(id_lists, config)
+    monkeypatch.setattr(threaded, "_search", failing)
+    with pytest.raises(RuntimeError, match="out of memory in batch 3"):
+        threaded.recommend(alerts, batch_size=2)
+    monkeypatch.setattr(threaded, "_search", search)
+    assert [r.text for r in threaded.recommend(alerts, batch_size=2)] == expected
+
+
 def test_an_alert_repeated_in_a_call_is_decoded_once_and_answered_wherever_it_stands(recommender, monkeypatch):
     decoded, decode = [], recommender._decode_batches
 
-    def counting(chunks, sources, config, finish):  # the alerts (piece ids) decoded, batch by batch
-        decoded.extend(ids for batches in sources for batch in batches for ids in batch)
-        return decode(chunks, sources, config, finish)
+    def counting(batches, sources, together, config, finish):  # the alerts (piece ids) decoded, batch by batch
+        decoded.extend(ids for batch in sources for ids in batch)
+        return decode(batches, sources, together, config, finish)
     monkeypatch.setattr(recommender, "_decode_batches", counting)
     repeated = [alert for alert in ALERTS for _ in range(3)]
     got = recommender.recommend(repeated)
