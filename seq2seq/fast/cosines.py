@@ -11,14 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import reduce
-from itertools import chain
 from operator import add
 
 import numpy as np
 
 from seq2seq.fast.compiled import compiled
-
-ARRAYS_FROM = 8  # vectors per call from which arrays are faster than plain loops (NumPy's fixed cost per call)
 
 
 @dataclass(frozen=True)
@@ -37,14 +34,6 @@ def left_to_right(terms: Iterable[float]) -> float:
     """0.0 plus each term in turn, as NumPy's ``add.accumulate`` and ``bincount`` add them. Not ``sum``: from
     Python 3.12 it compensates the rounding of floats, and its last bit no longer matches the arrays'."""
     return reduce(add, terms, 0.0)
-
-
-def csr_rows(vectors: list[dict[int, float]]) -> Rows:
-    """{column: weight} dicts as rows, float64."""
-    lengths = [len(vector) for vector in vectors]
-    return Rows(np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
-                np.fromiter(chain.from_iterable(vectors), np.int64, sum(lengths)),
-                np.fromiter(chain.from_iterable(map(dict.values, vectors)), np.float64, sum(lengths)))
 
 
 @compiled

@@ -1,9 +1,9 @@
 """A fitted TfidfVectorizer's ``transform``, written out: for one text as {n-gram column: weight}
 (``TfidfVectors.__call__``), and for a batch of texts as rows of arrays (``TfidfVectors.rows``).
 
-scikit-learn's and scipy's per-call checks cost several times the arithmetic for one short alert, and a
-batch's vectors are cheaper built as arrays at once than as one dict per alert read back by NumPy;
-``tests/test_trust.py`` holds both equal to ``transform``, and the rows equal to the dicts to the last bit.
+scikit-learn's and scipy's per-call checks cost several times the arithmetic for one short alert. The rows
+are weighed by a loop compiled by numba (``weighed``), for one text and thousands alike, without Python's
+lock; ``tests/test_trust.py`` holds both equal to ``transform``, and the rows equal to the dicts to the last bit.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from scipy.sparse import csr_matrix
 from sklearn.base import clone
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from seq2seq.fast.cosines import ARRAYS_FROM, Rows, csr_rows, left_to_right
+from seq2seq.fast.compiled import compiled
+from seq2seq.fast.cosines import Rows, left_to_right
 
 WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
 
@@ -81,32 +82,39 @@ class TfidfVectors:
 
     def rows(self, texts: list[str]) -> Rows:
         """The texts' vectors as rows, the same numbers in the same order as ``__call__``'s dicts."""
-        if len(texts) < ARRAYS_FROM:  # one dict each
-            return csr_rows([self(text) for text in texts])
         per_text = [self.columns(text) for text in texts]
-        lengths = np.fromiter(map(len, per_text), np.int64, len(texts))
-        columns = np.fromiter(chain.from_iterable(per_text), np.int64, int(lengths.sum()))
-        owner = np.repeat(np.arange(len(texts)), lengths)
-        # Each (text, n-gram) once, in the order first met, with its count: Counter's order and counts. A stable
-        # sort finds each key's first place, where its count is put; the places holding one keep the order met.
-        keys = owner * self.grams + columns
-        by_key = np.argsort(keys, kind="stable")
-        ordered = keys[by_key]
-        starts = np.flatnonzero(np.diff(ordered, prepend=ordered[:1] - 1))  # (K,) each key's first place in order
-        counts = np.zeros(keys.size, dtype=np.int64)
-        counts[by_key[starts]] = np.diff(np.append(starts, keys.size))
-        first = counts > 0
-        owner, columns, counts = owner[first], columns[first], counts[first]
-        # 1 + log(n) by math.log, as __call__ has it, once for each count that occurs, then looked up in a table:
-        # np.unique(counts, return_inverse=True) took about half of building the vectors (docs/trust.md)
-        occurs = np.bincount(counts)  # (largest count + 1,)
-        tf = np.zeros(occurs.size)
-        seen = np.flatnonzero(occurs)
-        tf[seen] = [1.0 + math.log(n) for n in seen.tolist()]
-        weights = tf[counts] * self._idf[columns]
-        lengths = np.bincount(owner, minlength=len(texts))
-        place = np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        squares = np.zeros((len(texts), int(lengths.max(initial=0)) + 1))
-        squares[owner, place + 1] = weights * weights
-        norms = np.sqrt(np.add.accumulate(squares, axis=1)[:, -1])  # left to right, as __call__ adds
-        return Rows(np.concatenate(([0], np.cumsum(lengths))), columns, weights / norms[owner])
+        indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, per_text), np.int64, len(texts)), out=indptr[1:])
+        columns = np.fromiter(chain.from_iterable(per_text), np.int64, int(indptr[-1]))
+        return Rows(*weighed(indptr, columns, self._idf))
+
+
+@compiled
+def weighed(indptr: np.ndarray, columns: np.ndarray, idf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each text (its known n-grams' columns ``columns[indptr[t]:indptr[t + 1]]``, repeats included), its
+    vector as a row: each n-gram once, in the order first met, weighed as ``TfidfVectors.__call__`` weighs it
+    (sublinear tf times ``idf``, over the length, its squares added left to right), to the same bits."""
+    counts = np.zeros(idf.size, dtype=np.int64)  # (F,) the text's n-grams counted, back to 0 after each text
+    row_indptr = np.zeros(indptr.size, dtype=np.int64)
+    row_columns = np.empty(columns.size, dtype=np.int64)
+    values = np.empty(columns.size)
+    size = 0
+    for text in range(indptr.size - 1):
+        first = size
+        for place in range(indptr[text], indptr[text + 1]):
+            if counts[columns[place]] == 0:
+                row_columns[size] = columns[place]
+                size += 1
+            counts[columns[place]] += 1
+        squares = 0.0
+        for entry in range(first, size):
+            gram = row_columns[entry]
+            n = counts[gram]
+            values[entry] = idf[gram] if n == 1 else (1.0 + math.log(n)) * idf[gram]
+            squares += values[entry] * values[entry]
+            counts[gram] = 0
+        norm = math.sqrt(squares)  # > 0 for a text with any n-gram: every idf is at least 1
+        for entry in range(first, size):
+            values[entry] /= norm
+        row_indptr[text + 1] = size
+    return row_indptr, row_columns[:size], values[:size]
