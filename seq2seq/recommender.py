@@ -12,7 +12,7 @@ import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -254,20 +254,18 @@ class Recommender:
                 chunk = [i for places, _ in ready for i in places]
                 done.append((chunk, finish(chunk, [hyps for _, found in ready for hyps in found])))
 
-        def work_or_stop_all() -> None:
-            try:
-                work()
-            except BaseException:
-                with lock:
-                    untaken.clear()  # the others stop after their batch: the call fails anyway
-                raise
-
         if self.workers == 1 or len(batches) < 2:
             work()
-        else:
-            with ThreadPoolExecutor(self.workers) as pool:
-                for running in [pool.submit(work_or_stop_all) for _ in range(self.workers)]:
-                    running.result()
+            return done
+        with ThreadPoolExecutor(self.workers) as pool:
+            running = [pool.submit(work) for _ in range(self.workers)]
+            try:
+                wait(running, return_when=FIRST_EXCEPTION)
+            finally:  # a worker failed, or this thread was interrupted: the others stop after their batch
+                with lock:
+                    untaken.clear()
+            for worker in running:
+                worker.result()
         return done
 
     @torch.inference_mode()

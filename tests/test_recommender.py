@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 from support import MAX_SOURCE_LENGTH, trained
@@ -112,10 +114,12 @@ def test_a_failing_batch_fails_the_call_and_leaves_the_workers_ready_for_the_nex
         calls.append(len(id_lists))
         if len(calls) == 3:
             raise RuntimeError("out of memory in batch 3")
+        time.sleep(0.02)  # a batch that takes a while: the others are mid-batch when batch 3 fails
         return search(id_lists, config)
     monkeypatch.setattr(threaded, "_search", failing)
     with pytest.raises(RuntimeError, match="out of memory in batch 3"):
         threaded.recommend(alerts, batch_size=2)
+    assert len(calls) < 14  # the other workers stopped after their batch instead of decoding the other 11
     monkeypatch.setattr(threaded, "_search", search)
     assert [r.text for r in threaded.recommend(alerts, batch_size=2)] == expected
 
