@@ -20,11 +20,11 @@ class PastActions:
     """The distinct past actions, each as a vector (``vectorizer``: fitted on the actions, as the memory fits it)."""
 
     def __init__(self, actions: list[str], vectorizer: TfidfVectorizer) -> None:
-        self.vector = TfidfVectors(vectorizer)  # any text's action vector, as a {n-gram: weight} dict
+        self.vector = TfidfVectors(vectorizer)  # any texts' action vectors, as rows
         # Each distinct action's vector once, as rows (a dict per pair was most of a large memory's size):
         # a case's action, and often a translator's answer, is one of them (docs/trust.md, larger histories).
         self._number = {action: a for a, action in enumerate(dict.fromkeys(actions))}
-        self._rows = self.vector.rows(list(self._number))  # (A, F) in the dicts' order
+        self._rows = self.vector.rows(list(self._number))  # (A, F), in first-seen order
 
     def agreement_and_consensus(self, answers: list[str] | None,
                                 cases: list[list[str]]) -> tuple[list[float], list[float]]:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
+import operator
 import pickle
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -19,9 +23,9 @@ from support import TINY_PAIRS, run_cli, tiny_data, train_args, trained, trainin
 
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.errors import CheckpointError
-from seq2seq.fast import cosines as cosines_module
 from seq2seq.fast import scan as scan_module
 from seq2seq.fast import tfidf as tfidf_module
+from seq2seq.fast.tfidf import TfidfVectors
 from seq2seq.memory import Case, CaseMemory
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import normalize
@@ -91,12 +95,27 @@ def test_unrelated_text_is_far_from_every_case(memory):
     assert memory.nearest(["☃☃☃"], 1)[0][0].similarity == 0.0  # no known n-gram: a zero vector
 
 
+def left_to_right(terms) -> float:
+    """0.0 plus each term in turn, as NumPy's ``add.accumulate`` and ``bincount`` add them. Not ``sum``: from
+    Python 3.12 it compensates the rounding of floats, and its last bit no longer matches the arrays'."""
+    return functools.reduce(operator.add, terms, 0.0)
+
+
+def plain_vector(vectors: TfidfVectors, text: str) -> dict[int, float]:
+    """A text's TF-IDF vector as plain loops: its n-grams counted in the order first met, sublinear tf times idf,
+    over the length; empty for a text with no known n-gram."""
+    counts, idf = Counter(vectors.columns(text)), vectors.idf.tolist()
+    weights = [idf[j] if n == 1 else (1.0 + math.log(n)) * idf[j] for j, n in counts.items()]
+    norm = math.sqrt(left_to_right(w * w for w in weights))
+    return dict(zip(counts, [w / norm for w in weights], strict=True)) if norm > 0 else {}
+
+
 def test_fast_query_vectors_equal_scikit_learns_transform(memory):
     texts = [*ALERTS, "Pump VIBRATION high!!", "", "☃", "motor  current"]
     expected = memory._alert_index.transform(texts).toarray()
     for text, row in zip(texts, expected, strict=True):
         dense = np.zeros_like(row)
-        for column, weight in memory.alert_vector(text).items():
+        for column, weight in plain_vector(memory.alert_vector, text).items():
             dense[column] = weight
         np.testing.assert_allclose(dense, row, atol=1e-6)
 
@@ -128,7 +147,7 @@ TEXTS = st.lists(st.sampled_from([*" ".join(ALERTS).split(), "☃", "sink", "pum
 @given(st.lists(TEXTS, max_size=24))  # repeated words and n-grams, unknown ones, empty texts and batches
 @settings(max_examples=60)
 def test_a_batchs_vectors_are_its_texts_vectors_to_the_bit(memory, texts):
-    rows, one_by_one = memory.alert_vector.rows(texts), [memory.alert_vector(text) for text in texts]
+    rows, one_by_one = memory.alert_vector.rows(texts), [plain_vector(memory.alert_vector, text) for text in texts]
     assert rows.indptr.tolist() == [0, *itertools.accumulate(map(len, one_by_one))]
     # the same n-grams, in the same order, with the same bits
     assert rows.columns.tolist() == [j for vector in one_by_one for j in vector]
@@ -166,8 +185,8 @@ def plain_search(memory: CaseMemory, alerts: list[str], k: int) -> list[list[Cas
                for a, b in zip(indptr[:-1].tolist(), indptr[1:].tolist(), strict=True)]  # n-gram -> {alert: weight}
     found = []
     for alert in alerts:
-        query = memory.alert_vector(normalize(alert))
-        cosines = [cosines_module.left_to_right(holders[j][u] * w for j, w in query.items() if u in holders[j])
+        query = plain_vector(memory.alert_vector, normalize(alert))
+        cosines = [left_to_right(holders[j][u] * w for j, w in query.items() if u in holders[j])
                    for u in range(memory._distinct)]
         similarity = [min(max(cosines[u], 0.0), 1.0) for u in memory._alert_row.tolist()]
         best = sorted(range(len(memory)), key=lambda pair: (-similarity[pair], pair))[:k]
@@ -204,7 +223,7 @@ def test_the_compiled_search_adds_in_the_querys_order_and_keeps_the_k_best_in_me
         np.cumsum([0, *map(len, queries)]), np.array([g for query in queries for g, _ in query], dtype=np.int64),
         np.array([v for query in queries for _, v in query]), alert_of, distinct, k)
     for query, found, near in zip(queries, pairs.tolist(), similarities.tolist(), strict=True):
-        cosines = [cosines_module.left_to_right(float(np.float32(postings[g][alert])) * v
+        cosines = [left_to_right(float(np.float32(postings[g][alert])) * v
                                                 for g, v in query if alert in postings[g]) for alert in range(distinct)]
         clipped = [min(max(cosines[alert], 0.0), 1.0) for alert in alert_of.tolist()]
         ranked = sorted(range(alert_of.size), key=lambda pair: (-clipped[pair], pair))[:k]
@@ -214,11 +233,11 @@ def test_the_compiled_search_adds_in_the_querys_order_and_keeps_the_k_best_in_me
 @given(st.lists(st.floats(-1e6, 1e6) | st.sampled_from([0.1, -0.0, 1e-17, 3.0]), max_size=40))
 def test_loops_add_left_to_right_as_the_arrays_do_on_every_python(terms):
     # Python 3.12's sum() compensates float rounding ([0.1] * 10 sums to 1.0, not 0.9999999999999999): the dict
-    # loops must not use it, or one alert's signals would differ in the last bit from the same alert's in a batch.
+    # reference loops must not use it, or they would differ in the last bit from the compiled loops they check.
     accumulated = np.add.accumulate(np.array([0.0, *terms]))[-1]
-    assert cosines_module.left_to_right(terms) == accumulated
+    assert left_to_right(terms) == accumulated
     assert np.bincount(np.zeros(len(terms), dtype=np.int64), np.array(terms), minlength=1)[0] == accumulated
-    assert cosines_module.left_to_right([0.1] * 10) == 0.9999999999999999
+    assert left_to_right([0.1] * 10) == 0.9999999999999999
 
 
 def dict_dot(a: dict[int, float], b: dict[int, float]) -> float:
@@ -240,8 +259,8 @@ def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memor
     # The words of a case's action in another order, one left out: many shared n-grams, met in another order
     answers[3::2] = [" ".join(rng.permutation(found[0].action.split())[1:]) for found in cases[3::2]]
     action_vector = large_memory.past_actions.vector
-    vector = lambda case: action_vector(case.action)  # noqa: E731
-    expected = [min(1.0, max((dict_dot(action_vector(answer), vector(c)) for c in found), default=0.0))
+    vector = lambda case: plain_vector(action_vector, case.action)  # noqa: E731
+    expected = [min(1.0, max((dict_dot(plain_vector(action_vector, answer), vector(c)) for c in found), default=0.0))
                 for answer, found in zip(answers, cases, strict=True)]
     assert expected[2] == pytest.approx(1.0, abs=1e-6)
     consensus = [min(1.0, max((dict_dot(vector(found[0]), vector(c)) for c in found[1:]), default=0.0))
@@ -257,9 +276,9 @@ def test_agreement_and_consensus_equal_plain_dot_products_to_the_bit(large_memor
 
 def test_query_vectors_are_the_same_when_the_word_cache_starts_again(memory, monkeypatch):
     texts = [*ALERTS, "pump pump vibration", "valve leaking pump"]
-    before = [memory.alert_vector(text) for text in texts]
+    before = [plain_vector(memory.alert_vector, text) for text in texts]
     monkeypatch.setattr(tfidf_module, "WORD_CACHE", 2)
-    assert [memory.alert_vector(text) for text in texts] == before
+    assert [plain_vector(memory.alert_vector, text) for text in texts] == before
 
 
 def test_agreement_is_one_for_an_action_a_case_took_and_lower_for_another(memory):

@@ -1,17 +1,14 @@
-"""Dot products of sparse unit vectors, with the same bits however they are computed.
+"""Dot products of sparse unit vectors, with the same bits as plain loops over them.
 
-A vector here is a {column: weight} dict or a row of ``Rows``; its order is the dict's (the row's), and a
-sum "in its order" adds the terms left to right (``left_to_right``) as a loop over the dict would. The
-products of a batch's answers with the actions of their past cases (``seq2seq.agreement``) are one loop
-compiled by numba (``best_dots``), which sums each product as such a loop does (tests/test_trust.py).
+A vector here is a row of ``Rows``, its n-grams in its own order, and a sum "in its order" adds the terms
+left to right, as a loop over it would. The products of a batch's answers with the actions of their past
+cases (``seq2seq.agreement``) are one loop compiled by numba (``best_dots``), which sums each product so
+(tests/test_trust.py holds it to plain loops).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import reduce
-from operator import add
 
 import numpy as np
 
@@ -28,12 +25,6 @@ class Rows:
 
     def __len__(self) -> int:
         return len(self.indptr) - 1
-
-
-def left_to_right(terms: Iterable[float]) -> float:
-    """0.0 plus each term in turn, as NumPy's ``add.accumulate`` and ``bincount`` add them. Not ``sum``: from
-    Python 3.12 it compensates the rounding of floats, and its last bit no longer matches the arrays'."""
-    return reduce(add, terms, 0.0)
 
 
 @compiled

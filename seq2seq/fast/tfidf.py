@@ -1,17 +1,15 @@
-"""A fitted TfidfVectorizer's ``transform``, written out: for one text as {n-gram column: weight}
-(``TfidfVectors.__call__``), and for a batch of texts as rows of arrays (``TfidfVectors.rows``).
+"""A fitted TfidfVectorizer's ``transform``, written out: texts as rows of arrays (``TfidfVectors.rows``).
 
 scikit-learn's and scipy's per-call checks cost several times the arithmetic for one short alert. The rows
 are weighed by a loop compiled by numba (``weighed``), for one text and thousands alike, without Python's
-lock; ``tests/test_trust.py`` holds both equal to ``transform``, and the rows equal to the dicts to the last bit.
+lock; ``tests/test_trust.py`` holds them equal to ``transform``, and to plain loops over each text to the
+last bit.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from itertools import chain
-from operator import mul
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -19,7 +17,7 @@ from sklearn.base import clone
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from seq2seq.fast.compiled import compiled
-from seq2seq.fast.cosines import Rows, left_to_right
+from seq2seq.fast.cosines import Rows
 
 WORD_CACHE = 65_536  # words whose n-grams are kept; the cache starts again when full
 
@@ -53,8 +51,7 @@ class TfidfVectors:
 
     def __init__(self, vectorizer: TfidfVectorizer) -> None:
         self.analyse, self.vocabulary = vectorizer.build_analyzer(), vectorizer.vocabulary_
-        self.idf = vectorizer.idf_.tolist()
-        self._idf = np.asarray(vectorizer.idf_, dtype=np.float64)
+        self.idf = np.asarray(vectorizer.idf_, dtype=np.float64)  # (F,)
         self.grams = len(self.vocabulary)
         self._columns: dict[str, list[int]] = {}  # word -> its known n-grams' columns, in the analyzer's order
 
@@ -73,27 +70,21 @@ class TfidfVectors:
             columns += known
         return columns
 
-    def __call__(self, text: str) -> dict[int, float]:
-        """The text's vector, its n-grams in the order first met; empty for a text with no known n-gram."""
-        counts, idf = Counter(self.columns(text)), self.idf
-        weights = [idf[j] if n == 1 else (1.0 + math.log(n)) * idf[j] for j, n in counts.items()]
-        norm = math.sqrt(left_to_right(map(mul, weights, weights)))
-        return dict(zip(counts, [w / norm for w in weights], strict=True)) if norm > 0 else {}
-
     def rows(self, texts: list[str]) -> Rows:
-        """The texts' vectors as rows, the same numbers in the same order as ``__call__``'s dicts."""
+        """The texts' vectors as rows, each text's n-grams in the order first met (none for a text with no
+        known n-gram)."""
         per_text = [self.columns(text) for text in texts]
         indptr = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, per_text), np.int64, len(texts)), out=indptr[1:])
         columns = np.fromiter(chain.from_iterable(per_text), np.int64, int(indptr[-1]))
-        return Rows(*weighed(indptr, columns, self._idf))
+        return Rows(*weighed(indptr, columns, self.idf))
 
 
 @compiled
 def weighed(indptr: np.ndarray, columns: np.ndarray, idf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each text (its known n-grams' columns ``columns[indptr[t]:indptr[t + 1]]``, repeats included), its
-    vector as a row: each n-gram once, in the order first met, weighed as ``TfidfVectors.__call__`` weighs it
-    (sublinear tf times ``idf``, over the length, its squares added left to right), to the same bits."""
+    vector as a row: each n-gram once, in the order first met, weighed as ``transform`` weighs it (sublinear tf
+    times ``idf``, over the length, its squares added left to right, as plain loops over the text would add)."""
     counts = np.zeros(idf.size, dtype=np.int64)  # (F,) the text's n-grams counted, back to 0 after each text
     row_indptr = np.zeros(indptr.size, dtype=np.int64)
     row_columns = np.empty(columns.size, dtype=np.int64)
