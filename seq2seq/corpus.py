@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from seq2seq.errors import DataError
+from seq2seq.errors import DataError, listed
 from seq2seq.files import choose_column, csv_records, field_count_error, read_lines, tsv_records
 from seq2seq.jsonl import json_records, string_value
 from seq2seq.tokenizer import normalize
@@ -132,7 +132,7 @@ def _read_jsonl(path: Path, source_key: str | None, target_key: str | None) -> I
         for key in keys:
             text, problem = string_value(record, key)
             if problem:
-                found = f" (keys found: {', '.join(record)})" if key not in record else ""
+                found = f" (keys found: {listed(list(record))})" if key not in record else ""
                 raise DataError(f"{where}: {problem}{found}")
             texts.append(text)
         yield number, texts[0], texts[1]

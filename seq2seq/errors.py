@@ -36,6 +36,13 @@ def shown(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def listed(names: list[str], most: int = 20) -> str:
+    """``names`` for a one-line message, safe to print (``shown``): the first ``most``, then how many more (a file
+    with 20,000 columns made a message of 149,000 characters)."""
+    more = f", ... and {len(names) - most:,} more" if len(names) > most else ""
+    return shown(", ".join(names[:most])) + more
+
+
 def typed_text_fault(text: str) -> str | None:
     """Why ``text`` sent to the app is not text a person typed, with the character where it goes wrong, e.g. "holds
     a control character (U+001B) at character 4; ..."; None when it is. A lone surrogate (a JSON ``"\\ud800"``)

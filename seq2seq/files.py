@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AnyStr, BinaryIO, ClassVar
 
-from seq2seq.errors import DataError, file_error, shown, write_error
+from seq2seq.errors import DataError, file_error, listed, shown, write_error
 
 BYTES_KEPT = "surrogateescape"  # codec error handler: a byte that is not UTF-8 is read and written back as it was
 KEPT_BYTES = re.compile("[\udc80-\udcff]+")  # how BYTES_KEPT reads such bytes: one lone surrogate each
@@ -224,7 +224,7 @@ def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...
     if wanted is None and len(free) == 1:
         _check_separator(found, where, what)
         return free[0]
-    raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {shown(', '.join(found))})")
+    raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {listed(found)})")
 
 
 def _check_separator(found: list[str], where: str, what: str) -> None:

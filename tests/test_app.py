@@ -225,10 +225,15 @@ def test_translate_file_returns_every_row_with_recommendation_and_score(client, 
     ("log.jsonl", '\n{"id": 1, "problem": "pump vibration high"}\n', ["id", "problem"]),
     ("log.txt", "pump vibration high\n", []),
     ("log.jsonl", "not json\n", []),
+    ("log.csv", b"ticket,alert\n1,caf\xe9 pump leak\n", ["ticket", "alert"]),  # a row the job flags, not the header
+    ("log.tsv", b"ticket\talert\xe9\n1\tpump leak\n", []),  # a header the job refuses
 ])
 def test_batch_column_choices_come_from_the_uploaded_header(tmp_path, name, content, columns):
     path = tmp_path / name
-    path.write_text(content, encoding="utf-8")
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
     assert read_columns(path) == columns
 
 
@@ -354,6 +359,46 @@ def test_a_cancelled_batch_job_stops_after_the_chunk_it_is_on(tiny, tmp_path):
         assert threading.active_count() <= threads
     finally:
         handlers.close()
+
+
+def test_a_file_job_whose_client_leaves_stops_after_the_chunk_it_is_on(client, tmp_path, monkeypatch):
+    """A technician who closes the tab (its event stream closes) must not leave the file job holding the batch slot
+    for minutes: Gradio marks the event dead but lets the function run, so the job asks between its chunks."""
+    real, ended, reports = handlers_module.translate_file, [], []
+
+    def watched(*args, progress, **kwargs):
+        def report(done, total):
+            reports.append(done)
+            progress(done, total)
+        try:
+            return real(*args, progress=report, **kwargs)
+        except BaseException as err:
+            ended.append(err)
+            raise
+        finally:
+            ended.append("ended")
+
+    monkeypatch.setattr(handlers_module, "translate_file", watched)
+    # The server learns that a client left when a write to it fails: Gradio writes a heartbeat to each event stream
+    # every 15 s, which a test would wait for; here every 0.2 s.
+    monkeypatch.setenv("GRADIO_HEARTBEAT_INTERVAL", "0.2")
+    log = tmp_path / "incidents.txt"
+    log.write_text("".join(f"pump vibration high {n % 1000}\n" for n in range(20_000)), encoding="utf-8")
+    base = client.src.rstrip("/")
+    with httpx.Client(timeout=60) as http:
+        with log.open("rb") as handle:
+            path = http.post(f"{base}/gradio_api/upload", files={"files": ("incidents.txt", handle)}).json()[0]
+        data = [{"path": path, "meta": {"_type": "gradio.FileData"}}, None, "tiny", 1]
+        event = http.post(f"{base}/gradio_api/call/translate_file", json={"data": data}).json()["event_id"]
+        with http.stream("GET", f"{base}/gradio_api/call/translate_file/{event}") as stream:
+            for _ in stream.iter_lines():
+                if reports:  # a first chunk is written: the job runs
+                    break
+    deadline = time.monotonic() + 60
+    while "ended" not in ended and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "ended" in ended, "the job ran on after its client left"
+    assert type(ended[0]).__name__ == "JobCancelled" and 0 < reports[-1] < 20_000, (ended, reports)
 
 
 def test_closing_the_app_stops_a_running_batch_job_after_its_chunk(tiny, tmp_path):

@@ -243,43 +243,86 @@ def test_a_direct_recommend_body_sent_in_chunks_is_read_up_to_its_cap_and_no_fur
     assert asked == ([["pump low"]] if answered == 200 else [])
 
 
-def test_bodies_in_flight_hold_at_most_the_gates_budget_and_a_request_beyond_it_is_answered_busy():
-    """Many clients each sending a body under its cap must not fill the memory together."""
-    release, entered = asyncio.Event(), []
+def call(gate, method="POST", body=b"{}", stall=False, path="/gradio_api/run/recommend"):
+    """One request through ``gate``: its body declared and sent in one chunk, or (``stall``) declared and never
+    sent; (status, the messages the client got)."""
+    sent = []
 
-    async def slow_app(scope, receive, send):  # holds each request until released, as a long upload or call does
-        entered.append(scope["path"])
+    async def receive():
+        if stall:
+            await asyncio.Event().wait()  # a client that declared a body and went quiet
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    async def run():
+        await gate({"type": "http", "path": path, "method": method,
+                    "headers": [(b"content-length", str(len(body)).encode())]}, receive, send)
+        return next(m["status"] for m in sent if m["type"] == "http.response.start"), sent
+    return run()
+
+
+def holding_app(entered, release):
+    async def app(scope, receive, send):  # reads its body, then holds it until released, as a long call does
+        message = await receive()
+        entered.append(message["type"])
+        if message["type"] == "http.disconnect":
+            raise ConnectionError("client disconnected")  # as Starlette's ClientDisconnect: the app cannot answer
         await release.wait()
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
+    return app
 
-    def call(gate, method):
-        sent = []
 
-        async def receive():
-            return {"type": "http.request", "body": b"{}", "more_body": False}
-
-        async def send(message):
-            sent.append(message)
-
-        async def run():
-            await gate({"type": "http", "path": "/gradio_api/run/recommend", "method": method,
-                        "headers": [(b"content-length", b"2")]}, receive, send)
-            return next(m["status"] for m in sent if m["type"] == "http.response.start"), sent
-        return run()
+def test_bodies_in_flight_count_as_they_arrive_and_a_body_past_the_budget_is_cut_off_busy():
+    """Many clients each sending a body under its cap must not fill the memory together."""
+    release, entered = asyncio.Event(), []
 
     async def scenario():
-        gate = ServiceGate(slow_app, lambda: dict(STATUS), max_body=CAP, max_held=2 * CAP)
-        held = [asyncio.create_task(call(gate, "POST")) for _ in range(2)]
-        streaming = asyncio.create_task(call(gate, "GET"))  # no body: holds nothing
+        gate = ServiceGate(holding_app(entered, release), lambda: dict(STATUS), max_body=CAP, max_held=2 * CAP)
+        held = [asyncio.create_task(call(gate, body=b"x" * CAP)) for _ in range(2)]
+        streaming = asyncio.create_task(call(gate, "GET", b""))  # no body: holds nothing
         while len(entered) < 3:
             await asyncio.sleep(0)
-        status, sent = await asyncio.wait_for(call(gate, "POST"), 10)  # a third body would pass the budget
-        assert status == 503 and json.loads(sent[1]["body"])["detail"].startswith("busy: ")
-        assert gate.held == 2 * CAP and len(entered) == 3
+        assert gate.held == 2 * CAP
+        status, sent = await asyncio.wait_for(call(gate, body=b"y"), 10)  # one byte more would pass the budget
+        detail = json.loads(sent[1]["body"])["detail"]
+        assert status == 503 and detail.startswith("busy: the bodies of the requests in flight fill the 2,000 bytes")
+        headers = dict(sent[0]["headers"])
+        assert headers[b"connection"] == b"close" and int(headers[b"retry-after"]) >= 5  # uploads drain slowly
+        assert len(sent) == 2 and entered[-1] == "http.disconnect"  # the app heard its client leave, said nothing
+        assert gate.held == 2 * CAP
         release.set()
         assert [(await task)[0] for task in [*held, streaming]] == [200, 200, 200]
         assert gate.held == 0
-        assert (await call(gate, "POST"))[0] == 200  # room again once they are answered
+        assert (await call(gate, body=b"x" * CAP))[0] == 200  # room again once they are answered
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("path", ["/gradio_api/upload", "/api/recommend"])
+def test_clients_that_declare_bodies_and_send_nothing_hold_nothing_and_are_cut_off_when_they_stall(path):
+    """25 clients declaring uploads and then going quiet used to reserve the whole budget (each at its cap), and
+    every other request was answered busy until they left."""
+    release, entered = asyncio.Event(), []
+    release.set()
+
+    async def recommend(inputs):
+        return {"answered": inputs}
+
+    async def scenario():
+        gate = ServiceGate(holding_app(entered, release), lambda: dict(STATUS), recommend, max_body=CAP,
+                           max_file_size=lambda: FILE_SIZE, max_held=2 * CAP, body_idle_s=0.3)
+        stalled = [asyncio.create_task(call(gate, body=b"z" * CAP, stall=True, path=path)) for _ in range(10)]
+        await asyncio.sleep(0.05)
+        assert gate.held == 0
+        assert (await asyncio.wait_for(call(gate, body=b"x" * CAP), 10))[0] == 200  # served beside them
+        for status, sent in await asyncio.gather(*stalled):
+            body = json.loads(sent[1]["body"])
+            assert status == 408 and dict(sent[0]["headers"])[b"connection"] == b"close"
+            assert list(body.values()) == ["request body stopped arriving for 0.3 s"]
+            assert list(body) == (["error"] if path == "/api/recommend" else ["detail"])  # the route's error shape
+        assert gate.held == 0
 
     asyncio.run(scenario())

@@ -12,7 +12,7 @@ from seq2seq.serving.requests import alert_lines, unit_number, whole_number
     ("pump low\r\nvalve stuck\rbelt worn\n\n  egt high  ", ["pump low", "valve stuck", "belt worn", "egt high"]),
     # Line ends are those of an incident log: these stay inside one alert, as in a Batch row.
     ("pump\u2028low", ["pump\u2028low"]),
-    ("pump\u2029low\x85", ["pump\u2029low"]),  # NEL at the end is whitespace, stripped like a space
+    ("pump\u2029low\u3000", ["pump\u2029low"]),  # a wide space at the end is stripped like a space
     ("pump\tlow", ["pump\tlow"]),  # tabs are typed (and pasted from tables)
 ])
 def test_alerts_are_the_non_blank_lines_split_as_an_incident_log_splits_them(text, alerts):
@@ -23,6 +23,11 @@ def test_alerts_are_the_non_blank_lines_split_as_an_incident_log_splits_them(tex
     ("belt worn\npump \x00low", r"Alert 2 holds a control character \(U\+0000\) at character 6"),
     ("\x1b[31mpump low", r"Alert 1 holds a control character \(U\+001B\) at character 1"),
     ("pump\x0blow", r"U\+000B"),
+    # At an alert's ends too, where Python strips these as spaces; the place counted in the line as typed.
+    ("pump low\x85", r"Alert 1 holds a control character \(U\+0085\) at character 9"),
+    ("\x1fegt high", r"Alert 1 holds a control character \(U\+001F\) at character 1"),
+    ("ok\n     egt\x1b[31m", r"Alert 2 holds a control character \(U\+001B\) at character 9"),
+    ("ok\n\x1c", r"Alert 2 holds a control character \(U\+001C\)"),
     ("pump \ud800 low", r"Alert 1 is not valid Unicode \(a lone surrogate at character 6\)"),
     (" \n \r\n", "Type at least one alert"),
     (["pump low"], "Alerts must be text"),

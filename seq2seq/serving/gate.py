@@ -21,13 +21,21 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
   fields of an upload in memory too (it caps only each uploaded file), so every route is capped:
   ``/api/recommend`` at MAX_BODY, Gradio's upload routes at one file of Gradio's ``max_file_size``,
   the rest at ``max_body``;
-- the bodies of requests in flight hold at most ``max_held`` bytes in all: a request that may carry a body
-  (POST, PUT, PATCH) holds its route's cap while it runs, and one that would pass ``max_held`` gets the busy
-  answer, so that many clients each sending a body under its cap cannot fill the memory together.
+- the bodies of requests in flight hold at most ``max_held`` bytes in all, so that many clients each sending a
+  body under its cap cannot fill the memory together: each chunk of a body (POST, PUT, PATCH) counts as it
+  arrives, until its request is answered, and a body whose next chunk would take the total past ``max_held`` is
+  cut off with the busy answer. Counted as sent, not as declared: a client that declares an upload and then
+  sends nothing holds nothing (counted at its cap when it began, 25 such clients turned every other request away);
+- a body that stops arriving for ``body_idle_s`` seconds is cut off with HTTP 408, so a stalled client does not
+  hold its connection and Gradio's worker for ever.
+
+A body cut off is, to the app, a client that left (``http.disconnect``); whatever the app then says is dropped and
+the gate answers instead.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -43,8 +51,10 @@ MAX_BODY = 1 << 20  # bytes of a POST /api/recommend body (the handler's own lim
 # microphone recording.
 UPLOAD_PATHS = ("/gradio_api/upload", "/gradio_api/process_recording")
 UPLOAD_FRAMING = 64 << 10  # bytes around an upload's file: multipart boundaries and part headers (8 KiB each at most)
-MAX_HELD = 256 << 20  # bytes all requests in flight may hold in bodies, each counted at its route's cap
+MAX_HELD = 256 << 20  # bytes all requests in flight may hold in bodies, as received
+BODY_IDLE_S = 30.0  # seconds a request body may pause before it is cut off (an upload's chunks come far faster)
 BODY_METHODS = ("POST", "PUT", "PATCH")
+MIN_RETRY_FULL_S = 5  # the busy answer's Retry-After when bodies fill the budget: uploads take seconds to drain
 
 
 class Refused(Exception):
@@ -55,16 +65,16 @@ class ServiceGate:
     """ASGI middleware: the health route, a readable "busy" answer and capped request bodies; everything else passes
     through. ``max_body``: the cap on bodies of Gradio's routes but uploads; ``max_file_size``: Gradio's cap on one
     uploaded file (bytes, None for none), read per request because Gradio sets it as it launches; ``max_held``: the
-    bytes all requests in flight may hold in bodies, each counted at its cap."""
+    bytes all requests in flight may hold in bodies, as received; ``body_idle_s``: how long a body may pause."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], status: Callable[[], dict],
                  recommend: Callable[[Any], Awaitable[dict]] | None = None, limit: int = 1,
                  max_body: int = MAX_BODY, max_file_size: Callable[[], int | None] = lambda: None,
-                 max_held: int = MAX_HELD) -> None:
+                 max_held: int = MAX_HELD, body_idle_s: float = BODY_IDLE_S) -> None:
         self.app, self.status, self.recommend = app, status, recommend
         self.limit, self.running = limit, 0
         self.max_body, self.max_file_size = max_body, max_file_size
-        self.max_held, self.held = max_held, 0
+        self.max_held, self.held, self.body_idle_s = max_held, 0, body_idle_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = _route_path(scope)
@@ -76,18 +86,27 @@ class ServiceGate:
             return
         direct = path == RECOMMEND_PATH and self.recommend is not None
         cap = MAX_BODY if direct else self.body_cap(path)
-        hold = (cap or 0) if scope["method"] in BODY_METHODS else 0  # an uncapped upload streams to disk
-        if self.held + hold > self.max_held:
-            await _busy(send, self.status())
+        if scope["method"] not in BODY_METHODS:  # no body to count or wait for: the event streams, the page
+            await (self._recommend if direct else self._forward)(scope, receive, send, cap)
             return
-        self.held += hold  # one event loop: no lock needed between the check and the count
+        metered = _Metered(receive, self)
+        answer = _Answer(send, metered)
         try:
-            if direct:
-                await self._recommend(scope, receive, send, cap)
-            else:
-                await self._forward(scope, receive, send, cap)
+            await (self._recommend if direct else self._forward)(scope, metered, answer, cap)
+        except Exception:
+            if metered.cut is None:
+                raise  # the app's own fault: the server's error page, as without the gate
+            # else the app failing to read a body the gate cut off (Starlette's ClientDisconnect): answered below
         finally:
-            self.held -= hold
+            self.held -= metered.taken
+        if metered.cut is not None and not answer.started:
+            if metered.cut == "full":
+                await _busy(send, self.status(), f"the bodies of the requests in flight fill the {self.max_held:,} "
+                            "bytes this app holds for them", MIN_RETRY_FULL_S, close=True)
+            else:
+                key = "error" if direct else "detail"  # as the route names its other errors
+                await _respond(send, 408, {key: f"request body stopped arriving for {self.body_idle_s:g} s"},
+                               {"connection": "close"})
 
     def body_cap(self, path: str) -> int | None:
         """The most bytes a body sent to Gradio's route ``path`` may have; None: any (uploads, if Gradio takes any)."""
@@ -149,6 +168,53 @@ class _BusyAnswer:
             await _busy(self.send, self.status())
 
 
+class _Metered:
+    """The ``receive`` the app gets for a request with a body: each chunk is counted in the gate's ``held`` as it
+    arrives, and the body is cut off (``cut``: "full" or "stalled") when a chunk would take ``held`` past the gate's
+    budget or none comes for its ``body_idle_s``. Once it is cut the app hears that its client left. ``taken``: the
+    bytes this request holds, given back when it is answered."""
+
+    def __init__(self, receive: Receive, gate: ServiceGate) -> None:
+        self.receive, self.gate = receive, gate
+        self.taken, self.body_done, self.cut = 0, False, None
+
+    async def __call__(self) -> Message:
+        if self.cut is not None:
+            return {"type": "http.disconnect"}
+        if self.body_done:  # after the body the app only listens for the client leaving, however long that takes
+            return await self.receive()
+        try:
+            message = await asyncio.wait_for(self.receive(), self.gate.body_idle_s)
+        except TimeoutError:
+            self.cut = "stalled"
+            return {"type": "http.disconnect"}
+        if message["type"] != "http.request":
+            self.body_done = True
+            return message
+        size = len(message.get("body", b""))
+        self.taken += size
+        self.gate.held += size  # one event loop: no lock needed between the count and the check
+        if self.gate.held > self.gate.max_held:
+            self.cut = "full"
+            return {"type": "http.disconnect"}
+        self.body_done = not message.get("more_body", False)
+        return message
+
+
+class _Answer:
+    """The ``send`` the app gets for a request with a body: whether a response started; once the body is cut off
+    before it did, nothing of the app's reaches the client (the gate answers instead)."""
+
+    def __init__(self, send: Send, metered: _Metered) -> None:
+        self.send, self.metered, self.started = send, metered, False
+
+    async def __call__(self, message: Message) -> None:
+        if self.metered.cut is not None and not self.started:
+            return
+        self.started = self.started or message["type"] == "http.response.start"
+        await self.send(message)
+
+
 class _Replay:
     """A ``receive`` that gives the app the messages the gate has read, then whatever the server says next."""
 
@@ -176,11 +242,15 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _busy(send: Send, state: dict) -> None:
-    seconds = max(1, int(state.get("retry_after_s", 1)))
-    waiting = state.get("queue", 0) + state.get("decoding", 0)  # queued for a slot, or for a decoder pass
-    await _respond(send, 503, {"detail": f"busy: {waiting} requests are waiting; try again in {seconds} s"},
-                   {"retry-after": str(seconds)})
+async def _busy(send: Send, state: dict, why: str | None = None, least_s: int = 1, close: bool = False) -> None:
+    """HTTP 503 "busy: WHY; try again in N s" with Retry-After N; WHY by default: how many requests wait. ``close``:
+    the request's body was left unread, so its connection cannot carry another request."""
+    seconds = max(least_s, int(state.get("retry_after_s", 1)))
+    if why is None:
+        waiting = state.get("queue", 0) + state.get("decoding", 0)  # queued for a slot, or for a decoder pass
+        why = f"{waiting} requests are waiting"
+    await _respond(send, 503, {"detail": f"busy: {why}; try again in {seconds} s"},
+                   {"retry-after": str(seconds), **({"connection": "close"} if close else {})})
 
 
 async def _too_large(send: Send, cap: int, key: str) -> None:

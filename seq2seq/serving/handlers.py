@@ -57,6 +57,22 @@ class JobCancelled(Exception):
     """Ends a file job in its thread: its event was cancelled (nobody waits for it any more), or the app stops."""
 
 
+def event_listened() -> Callable[[], bool]:
+    """Whether the client of the Gradio event being handled still listens, asked from any thread. Gradio marks an
+    event dead when its client's event stream closes (the tab closed, the program gone: ``Queue.clean_events``) but
+    lets a running function run on, so a long job asks between its chunks. This reads Gradio's queue, which is not
+    a public interface: where it is not as expected, the event counts as listened to (the job runs to its end, as
+    it did before)."""
+    try:
+        from gradio.context import LocalContext
+        blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
+        event = next(e for job in blocks._queue.active_jobs if job for e in job if e._id == event_id)
+        bool(event.alive)
+    except Exception:  # (not in a Gradio event, or another Gradio: never a reason to fail the job)
+        return lambda: True
+    return lambda: bool(event.alive)
+
+
 class Handlers:
     """The functions behind the events; gradio_app.py gives each kind of model call its own slot."""
 
@@ -234,9 +250,9 @@ class Handlers:
     async def translate_upload(self, payload: Any, column: Any = None, translator: str | None = None,
                                beam_size: float | None = None,
                                progress=gr.Progress()):  # noqa: B008 (Gradio finds the tracker by this default)
-        """/translate_file: the job runs in a thread; when its event is cancelled (the client cancels or leaves),
-        the thread stops after the chunk of rows it is on, rather than translating the rest for nobody beside
-        the next file job."""
+        """/translate_file: the job runs in a thread; when its client cancels the event or leaves (its event stream
+        closes: ``event_listened``), the thread stops after the chunk of rows it is on, rather than translating the
+        rest for nobody beside the next file job."""
         upload = uploaded(payload, "The incident log")
         if not upload:
             raise refusal("Upload an incident log first (CSV, TSV, JSONL or TXT).")
@@ -249,10 +265,10 @@ class Handlers:
         output = self._new_output_dir() / f"{source.stem}.recommendations" \
             f"{'.csv' if is_text else source.suffix.lower()}"
         progress(0, desc="starting")
-        cancelled = threading.Event()
+        cancelled, listened = threading.Event(), event_listened()
 
         def report(done: int, total: int | None) -> None:  # in the job's thread, after each chunk
-            if cancelled.is_set():
+            if cancelled.is_set() or not listened():
                 raise JobCancelled(f"{source.name}: cancelled after {done} rows")
             if self.stopping.is_set():
                 raise JobCancelled(f"The app is shutting down: {source.name} stopped after {done} rows; send it "

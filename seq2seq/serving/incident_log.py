@@ -267,14 +267,15 @@ def read_columns(path: Path) -> list[str]:
     if unreadable."""
     fmt = format_of(path, False)
     try:
-        errors = BYTES_KEPT if fmt == "jsonl" else "strict"  # a JSONL record that is not UTF-8 is a row, no header
-        with path.open(encoding="utf-8-sig", errors=errors, newline="") as handle:
+        # A row that is not UTF-8 is a flagged row to the job, not a reason to show no columns (the file is decoded
+        # in blocks of 8 KB, so a strict read of the header failed on such a row near it); a header that is not
+        # UTF-8 is refused by the job, and shows none.
+        with path.open(encoding="utf-8-sig", errors=BYTES_KEPT, newline="") as handle:
             if fmt == "jsonl":
                 return _jsonl_keys(path, handle)
-            if fmt == "tsv":
-                return split_tsv(next(handle, ""))
-            if fmt == "csv":
-                return next(csv.reader(handle), [])
+            header = split_tsv(next(handle, "")) if fmt == "tsv" else next(csv.reader(handle), []) if fmt == "csv" \
+                else []
+            return [] if any(KEPT_BYTES.search(name) for name in header) else header
     except (OSError, UnicodeDecodeError, ValueError, RecursionError, csv.Error, AttributeError):
         pass
     return []

@@ -16,7 +16,7 @@ from typing import Any
 import gradio as gr
 from gradio.data_classes import GradioRootModel
 
-from seq2seq.errors import Seq2SeqError, typed_text_fault
+from seq2seq.errors import CONTROLS, Seq2SeqError, typed_text_fault
 from seq2seq.files import split_lines
 
 
@@ -45,16 +45,19 @@ def alert_lines(text: Any, max_alerts: int, max_chars: int) -> list[str]:
     none, too many, or one no keyboard types (a lone surrogate from a JSON escape, a control character)."""
     if text is not None and not isinstance(text, str):
         raise refusal(f"Alerts must be text, one per line (got {type(text).__name__}).")
-    alerts = [line.strip() for line in split_lines(text or "") if line.strip()]  # lines as in an incident log
-    if not alerts:
+    # Lines as in an incident log. Checked before they are stripped: Python strips U+001C-U+001F, U+0085 and the
+    # like as spaces, which would let a control character through at an alert's ends, and count its place from
+    # after them.
+    lines = [line for line in split_lines(text or "") if line.strip() or CONTROLS.search(line)]
+    if not lines:
         raise refusal("Type at least one alert, one per line.")
-    if len(alerts) > max_alerts or len(text) > max_chars:
+    if len(lines) > max_alerts or len(text) > max_chars:
         raise refusal(f"Too much input: at most {max_alerts} alerts and {max_chars:,} characters per request; "
                       "the Batch tab translates whole files.")
-    for i, alert in enumerate(alerts, 1):
-        if fault := typed_text_fault(alert):  # a program's encoding bug or terminal escapes, shown back as they are
+    for i, line in enumerate(lines, 1):
+        if fault := typed_text_fault(line):  # a program's encoding bug or terminal escapes, shown back as they are
             raise refusal(f"Alert {i} {fault}.")
-    return alerts
+    return [line.strip() for line in lines]
 
 
 class RawPayload(GradioRootModel):
