@@ -130,6 +130,9 @@ def _data_difference(flag: str, was: dict[str, Any], now: dict[str, Any]) -> str
             return f"on another {flag} file (its content has changed since the run started)"
         return f"on another {flag} file ({was.get('path') or 'the default'}, not {now.get('path') or 'the default'})"
     if was.get("read") != now.get("read"):
+        if "sha256" not in now:  # a pipe or device: no SHA-256 to compare, so what it gave was compared
+            return f"on other data through the same {flag} ({now.get('path')} is not a regular file, and what it " \
+                   "gave differs from what the run read)"
         return f"on other pairs of the same {flag} file (another --source-column or --target-column, or target file)"
     return ""
 

@@ -178,7 +178,7 @@ RANGES: dict[str, dict[str, str]] = {
         "lstm_hidden": WIDTH, "lstm_layers": "[1, 16]", "attention_hidden": WIDTH, "dropout": "[0, 1)",
         "health_weight": "[0, 100]", "epochs": "[1, 100000]", "max_minutes": MINUTES, "batch_size": "[1, 1000000]",
         "learning_rate": RATE, "weight_decay": "[0, 10]", "plateau_patience": COUNT, "patience": COUNT,
-        "validation_engines": COUNT, "seed": SEED, "members": "[1, 64]"},
+        "validation_engines": "[1, 1000000]", "seed": SEED, "members": "[1, 64]"},
 }
 SECTIONS = {"TokenizerConfig": "tokenizer", "ModelConfig": "model", "TrainConfig": "train",
             "SearchConfig": "search", "RulConfig": "rul"}

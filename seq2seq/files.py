@@ -212,13 +212,18 @@ def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...
                   taken: tuple[str, ...] = ()) -> str:
     """The name in ``found`` for ``wanted``, else for the first of ``defaults`` present, else the only
     name not ``taken``: exact names first, then ignoring case. A DataError lists the names found; a
-    name found twice is a DataError (which of the two was meant cannot be told)."""
+    name found twice is a DataError (which of the two was meant cannot be told), and so is a name in
+    ``taken`` (the source chosen again as the target: a model would learn to copy, a score compare the
+    references with themselves)."""
     check_distinct_names(found, where, what)
     names = (wanted,) if wanted is not None else defaults
     for same in (str.__eq__, lambda a, b: a.casefold() == b.casefold()):
         for name in names:
             for candidate in found:
                 if same(candidate.strip(), name):
+                    if candidate in taken:
+                        raise DataError(f"{where}: {what} {shown(candidate.strip())!r} is the source {what} "
+                                        f"already; the source and the target must be two {what}s")
                     return candidate
     free = [name for name in found if name not in taken]
     if wanted is None and len(free) == 1:

@@ -51,6 +51,19 @@ def test_csv_output_keeps_every_column_and_row_in_order_with_quoting_intact(reco
     assert summary == BatchSummary(len(LOG_ALERTS), len(LOG_ALERTS), 0, 0, summary.seconds)
 
 
+def test_csv_output_of_a_field_holding_a_lone_carriage_return_reads_back_as_one_row(recommender, tmp_path):
+    """The csv module quotes a field for a line feed but not for a lone CR, which every reader takes as a line end:
+    unquoted, one row came back as two."""
+    path = tmp_path / "in.jsonl"
+    notes = ["a\rb", "plain", "c\r\nd"]
+    path.write_text("".join(json.dumps({"source": alert, "note": note}) + "\n"
+                            for alert, note in zip(LOG_ALERTS, notes, strict=False)), encoding="utf-8")
+    translate_file(recommender, path, tmp_path / "out.csv")
+    rows = read_csv(tmp_path / "out.csv")
+    assert [(r["source"], r["note"]) for r in rows] == list(zip(LOG_ALERTS, notes, strict=False))
+    assert [r["recommendation"] for r in rows] == recommender.translate(LOG_ALERTS[:3])
+
+
 def test_tsv_output_keeps_bare_quotes_and_is_read_without_quote_processing(recommender, tmp_path):
     notes = ['1/2" bolt', '"B" nut missing', "it's", "plain", "x", "y", "z"]
     path = tmp_path / "in.tsv"

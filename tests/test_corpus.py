@@ -72,6 +72,17 @@ def test_explicit_columns_win_and_names_match_ignoring_case(tmp_tsv):
     assert pairs_of(read_parallel(path, source_column="alt", target_column="Source")) == [("b", "a")]
 
 
+@pytest.mark.parametrize(("name", "text", "columns"), [
+    ("pairs.tsv", "source\ttarget\noil leak\tcheck seals\n", {"source_column": "target"}),  # target's default too
+    ("pairs.tsv", "source\ttarget\noil leak\tcheck seals\n", {"source_column": "source", "target_column": "SOURCE"}),
+    ("pairs.jsonl", '{"source": "oil leak", "target": "check seals"}\n', {"source_column": "target"}),
+])
+def test_one_column_as_both_source_and_target_is_refused_in_one_line(write_file, name, text, columns):
+    """A model would learn to copy its input, and a score would compare the references with themselves."""
+    with pytest.raises(DataError, match=r"is the source (column|key) already; the source and the target must be two"):
+        read_parallel(write_file(name, text), **columns)
+
+
 def test_tsv_keeps_stray_double_quotes_and_reads_the_next_lines(tmp_tsv):
     rows = [('BOLT 1/2" LOOSE', "TIGHTENED BOLT"), ('"B" NUT MISSING', 'REPLACED 3/4" NUT'), ("FAN", "FIXED")]
     corpus = read_parallel(tmp_tsv(rows))

@@ -94,7 +94,8 @@ def test_copy_with_separate_vocabularies_is_refused_before_writing_anything(tmp_
     assert not output_dir.exists()
 
 
-@pytest.mark.parametrize("values", [{"window": 0}, {"critical_below": 90}, {"epochs": -1}, {"kernel_size": 2}])
+@pytest.mark.parametrize("values", [{"window": 0}, {"critical_below": 90}, {"epochs": -1}, {"kernel_size": 2},
+                                    {"validation_engines": 0}])  # no engine to select the model on
 def test_rul_train_refuses_an_out_of_range_config_value(tmp_path, values):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"rul": values}), encoding="utf-8")
@@ -163,6 +164,9 @@ def test_a_config_file_fault_is_one_line_naming_the_file_and_nothing_is_written(
     ('{"train": {"epochs": 3}, "model": {}}', "section 'train' is not read by seq2seq rul train (it reads 'rul')"),
     ('{"rul": {"device": "tpu"}}', "rul: unknown device 'tpu'"),
     ('{"rul": {"epochs": 2, "epochs": 3}}', "rul: key 'epochs' appears twice"),
+    ('{"rul": [1, 2]}', "section rul must be an object of rul fields"),
+    ('{"rul": [["epochs", 1]]}', "section rul must be an object of rul fields"),  # pairs dict() would have taken
+    ('{"rul": null}', "section rul must be an object of rul fields"),
 ])
 def test_rul_train_refuses_a_config_file_fault_naming_the_file(tmp_path, text, words):
     config = write_config(tmp_path, text)

@@ -6,7 +6,9 @@ data resumes as before."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -184,6 +186,36 @@ def test_rul_resume_on_another_or_an_edited_data_file_or_another_setting_is_refu
     write_cmapss(tmp_path / "train.txt", synthetic_engines(30, seed=5))
     assert_refused(run_cli(*rul_args(tmp_path, "--epochs", "2", "--resume")), run, before,
                    "on another --data file (its content has changed since the run started)")
+
+
+def fed_pipe(path: Path, source: Path) -> threading.Thread:
+    """A named pipe at ``path`` that gives ``source``'s bytes to its next reader (a thread writes them)."""
+    if not path.exists():
+        os.mkfifo(path)
+    feeder = threading.Thread(target=lambda: path.write_bytes(source.read_bytes()), daemon=True)
+    feeder.start()
+    return feeder
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_rul_resume_on_another_fleet_through_the_same_pipe_is_refused_in_one_line(tmp_path):
+    """A pipe has no SHA-256 to prove it the same: what was read from it is compared instead."""
+    rul_start(tmp_path)
+    write_cmapss(tmp_path / "other.txt", synthetic_engines(30, seed=4))
+    pipe, run = tmp_path / "engines.fifo", tmp_path / "run"
+    shutil.rmtree(run)
+    first = rul_args(tmp_path, "--epochs", "1")
+    first[first.index("--data") + 1] = str(pipe)
+    fed_pipe(pipe, tmp_path / "train.txt")
+    assert run_cli(*first).status == 0
+    before = run_files(run)
+    again = rul_args(tmp_path, "--epochs", "2", "--resume")
+    again[again.index("--data") + 1] = str(pipe)
+    fed_pipe(pipe, tmp_path / "other.txt")
+    assert_refused(run_cli(*again), run, before, "on other data through the same --data (")
+    fed_pipe(pipe, tmp_path / "train.txt")
+    same = run_cli(*again)  # the same fleet through the pipe goes on
+    assert same.status == 0, same.stderr
 
 
 def test_rul_resume_with_the_same_data_goes_on_and_an_old_checkpoint_resumes_on_any(tmp_path):

@@ -55,6 +55,31 @@ def test_evaluate_json_scores_one_prediction_per_test_engine(rul_run):
     assert scores["n_engines"] == 10 and scores["rmse"] > 0 and scores["score"] > 0
 
 
+def test_evaluate_pairs_the_true_lives_with_engines_in_unit_order_whatever_the_test_files_order(rul_run, tmp_path):
+    """RUL_FD00x.txt lists lives in unit order; a test file with its engines reversed was scored on wrong pairs."""
+    lines = rul_run.test.read_text(encoding="utf-8").splitlines()
+    reversed_test = tmp_path / "test_reversed.txt"
+    units = sorted({line.split()[0] for line in lines}, key=int, reverse=True)
+    reversed_test.write_text("".join(line + "\n" for unit in units for line in lines if line.split()[0] == unit),
+                             encoding="utf-8")
+    scores = [json.loads(run_cli("rul", "evaluate", "--model", str(rul_run.output_dir / "best.pt"), "--test",
+                                 str(test), "--rul", str(rul_run.rul), "--json").stdout) for test in (rul_run.test,
+                                                                                                   reversed_test)]
+    assert scores[0] == scores[1]
+
+
+def test_evaluate_json_is_strict_json_when_the_score_passes_float_range(rul_run, tmp_path):
+    """A true life of 1e30 cycles, uncapped, overflows the PHM08 score: null, never Infinity."""
+    lives = rul_run.rul.read_text(encoding="utf-8").split()
+    huge = tmp_path / "rul_huge.txt"
+    huge.write_text("\n".join(["1e30", *lives[1:]]) + "\n", encoding="utf-8")
+    result = run_cli("rul", "evaluate", "--model", str(rul_run.output_dir / "best.pt"), "--test", str(rul_run.test),
+                     "--rul", str(huge), "--cap", "0", "--json")
+    assert result.status == 0, result.stderr
+    scores = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"not strict JSON: {name}"))
+    assert scores["score"] is None and scores["rmse"] > 1e4
+
+
 def test_evaluate_scores_against_the_protocol_s_cap_whatever_the_model_trained_with(rul_run):
     def scored(*cap: str) -> dict:
         result = run_cli("rul", "evaluate", "--model", str(rul_run.output_dir / "best.pt"), "--test",

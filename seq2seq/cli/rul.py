@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from seq2seq.checkpoint import file_fingerprint
 from seq2seq.cli.common import path_flag
@@ -64,7 +67,10 @@ def rul_config(args: argparse.Namespace) -> RulConfig:
     """The run's RulConfig; a bad value is blamed on the flag that set it, else on the config file."""
     values: dict[str, Any] = {}
     if args.config:
-        values = dict(load_config_file(args.config, ("rul",), "seq2seq rul train").get("rul", {}))
+        section = load_config_file(args.config, ("rul",), "seq2seq rul train").get("rul", {})
+        if not isinstance(section, dict):  # dict() would take a list of pairs, and fail on anything else
+            raise ConfigError(f"{args.config}: section rul must be an object of rul fields")
+        values = dict(section)
         check_names(values, {"device": DEVICES, "schedule": RUL_SCHEDULES}, f"{args.config}: rul")
     flags = {}
     for flag, key in (("epochs", "epochs"), ("max_minutes", "max_minutes"), ("seed", "seed"), ("device", "device")):
@@ -80,7 +86,12 @@ def run_rul(args: argparse.Namespace) -> int:
 def run_train(args: argparse.Namespace) -> int:
     config = rul_config(args)
     engines = read_cmapss(args.data) if args.data else synthetic_engines(100, seed=config.seed)
-    fingerprint = {"--data": file_fingerprint(args.data)}  # no --data: synthetic engines, made from the seed
+    # No --data: synthetic engines, made from the seed. A regular file is proven by its SHA-256; a pipe, which has
+    # none, by what was read from it (else --resume took another fleet through the same pipe without a word).
+    read = [] if args.data is None or Path(args.data).is_file() else \
+        [(e.unit, hashlib.sha256(b"".join(np.ascontiguousarray(a, dtype=np.float64).tobytes()
+                                          for a in (e.cycles, e.settings, e.sensors))).hexdigest()) for e in engines]
+    fingerprint = {"--data": file_fingerprint(args.data, read)}
     # After the data is read (a bad file leaves an old run in place), before any log line (a refusal stands alone)
     prepare_run(Path(args.output_dir), config, args.resume, args.overwrite, fingerprint)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
@@ -99,7 +110,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(f"argument --cap: must be a number of cycles in [0, {UNCAPPED}] (0: uncapped), "
                           f"got {args.cap}")
     monitor = EngineMonitor.from_checkpoint(args.model)
-    engines = read_cmapss(args.test)
+    # RUL_FD00x.txt lists the true lives in unit order, whatever order the test file holds its engines in
+    engines = sorted(read_cmapss(args.test), key=lambda engine: engine.unit)
     true_rul = read_rul(args.rul, len(engines))
     # The truth's cap is the protocol's, not the model's: a model trained with a lower cap must not be scored
     # against an easier truth. Only the targets depend on it, not what the model reads.

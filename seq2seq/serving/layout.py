@@ -113,7 +113,11 @@ class Layout:
         if self.fmt == "tsv":
             return "".join("\t".join(_one_line(field) for field in record) + "\n" for record in records)
         buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerows(records)
+        plain, quoted = csv.writer(buffer, lineterminator="\n"), csv.writer(buffer, lineterminator="\n",
+                                                                             quoting=csv.QUOTE_ALL)
+        for record in records:  # the csv module quotes a field for a line feed but not for a lone carriage return,
+            # which every reader takes as a line end: such a record is written with every field quoted
+            (quoted if any("\r" in field for field in record) else plain).writerow(record)
         return buffer.getvalue()
 
 
