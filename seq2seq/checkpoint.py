@@ -204,12 +204,18 @@ def _not_loaded(path: Path, err: Exception) -> str:
 
 def load_weights(path: str | Path, module: ModuleT, weights: Any, config_name: str) -> ModuleT:
     """``module`` (built from a checkpoint's config) with the checkpoint's weights loaded strictly;
-    weights that do not fit are the checkpoint's fault (CheckpointError)."""
+    weights that do not fit, or are not finite, are the checkpoint's fault (CheckpointError). A weight that is
+    NaN or infinite (a run that diverged, a damaged file) would answer every alert with an empty recommendation
+    and a NaN score, or average into every model made from it."""
     try:
         module.load_state_dict(weights, strict=True)
     except (RuntimeError, TypeError, AttributeError) as err:
         detail = " ".join(str(err).split())
         raise CheckpointError(f"{path}: weights do not match the {config_name} ({detail[:200]})") from None
+    for name, tensor in module.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"{path}: weight {name} holds NaN or infinity: the checkpoint is damaged (a run "
+                                  "that diverged, or an edited file)")
     return module
 
 

@@ -11,6 +11,7 @@ combined model (as training fits it); without, the first input's is kept.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -51,22 +52,40 @@ LAST_MINUTES = 0.05  # a run that starts with the budget spent still trains this
 RELATED = 0.5  # weights_cosine below which two checkpoints come from unrelated runs (measured: > 0.99 or about 0)
 
 
+def weights_digest(model: torch.nn.Module) -> str:
+    """SHA-256 of a model's weights, names and values: equal for the same model however its file was reached."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        raw = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8)  # any dtype, bfloat16 too
+        digest.update(name.encode("utf-8") + b"\0" + raw.numpy().tobytes())
+    return digest.hexdigest()
+
+
 def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemble"],
                         dev: ParallelCorpus | None = None) -> tuple[dict[str, Any], int]:
     """(the combined checkpoint's payload, how many models it combines); ``dev`` refits trust."""
     loaded = [load_model(path) for path in paths]
     first_path, (first_model, tokenizer, payload) = paths[0], loaded[0]
+    if how == "average" and (ensembles := [path for path, (model, _, _) in zip(paths, loaded, strict=True)
+                                            if isinstance(model, Ensemble)]):
+        raise ConfigError(f"{ensembles[0]}: an ensemble, and average takes single checkpoints; an ensemble's members "
+                          "are best decoded together")
     members: list[Seq2Seq] = []
+    seen: dict[str, str | Path] = {}  # a member's weights' digest -> the input it came from
     for path, (model, _, other) in zip(paths, loaded, strict=True):
         if other["tokenizer"] != payload["tokenizer"]:
             raise ConfigError(f"{path}: its tokenizer differs from {first_path}'s; combined checkpoints must share one "
                               "(train them on one --train file with one tokenizer configuration)")
         if model.config != first_model.config:
             raise ConfigError(f"{path}: its model configuration differs from {first_path}'s")
-        members += list(model.members) if isinstance(model, Ensemble) else [model]
+        for member in list(model.members) if isinstance(model, Ensemble) else [model]:
+            # A copy, a hard link or an ensemble holding an input too would count one model twice, unseen by paths
+            if (digest := weights_digest(member)) in seen:
+                raise ConfigError(f"--inputs: {path} holds a model {seen[digest]} holds too (a copy, a link, or an "
+                                  "ensemble of it); each model counts once")
+            seen[digest] = path
+            members.append(member)
     if how == "average":
-        if any(isinstance(model, Ensemble) for model, _, _ in loaded):
-            raise ConfigError("average takes single checkpoints; an ensemble's members are best decoded together")
         for path, member in zip(paths[1:], members[1:], strict=True):
             # Runs of other seeds share no basin: the mean of the MaintNet recipe's seven members scored 0.02 BLEU.
             if (cosine := weights_cosine(members[0], member)) < RELATED:

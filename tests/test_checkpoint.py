@@ -115,6 +115,10 @@ def _weights_of_another_config(path: Path) -> Path:
     return _edited(path, edit)
 
 
+def _nan_weight(path: Path) -> Path:  # a run that diverged: every answer empty, every score NaN, "confident"
+    return _edited(path, lambda payload: next(iter(payload["weights"].values())).fill_(float("nan")))
+
+
 def _corrupt_tokenizer(path: Path) -> Path:
     def edit(payload):
         model = payload["tokenizer"]["source_model"]
@@ -133,6 +137,7 @@ BAD_CHECKPOINTS = {
     "wrong-format-version": (_wrong_format_version, "format version"),
     "weights-of-another-config": (_weights_of_another_config, "weights do not match"),
     "corrupt-tokenizer": (_corrupt_tokenizer, "SentencePiece model is corrupt"),
+    "nan-weight": (_nan_weight, "holds NaN or infinity: the checkpoint is damaged"),
 }
 
 

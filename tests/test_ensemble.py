@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -62,12 +64,11 @@ def test_averaging_refuses_the_checkpoints_of_unrelated_runs_which_an_ensemble_t
 @pytest.mark.parametrize("search", SEARCHES, ids=["greedy", "beam3"])
 def test_an_ensemble_of_one_model_or_of_copies_of_it_answers_as_that_model(runs, tmp_path, search):
     alone = Recommender.from_checkpoint(runs[0]).recommend(ALERTS, search)
-    copies = [tmp_path / f"copy{k}.pt" for k in range(3)]  # files of their own: one file twice is refused
-    for copy in copies:
-        shutil.copyfile(runs[0], copy)
-    for count in (1, 3):
-        path = combine("ensemble", tmp_path / f"ens{count}.pt", *copies[:count])
-        together = Recommender.from_checkpoint(path).recommend(ALERTS, search)
+    one = Recommender.from_checkpoint(combine("ensemble", tmp_path / "ens1.pt", runs[0]))
+    _, tokenizer, _ = load_model(runs[0])  # three copies decoded together (the command refuses a model twice)
+    three = Recommender(Ensemble([load_model(runs[0])[0] for _ in range(3)]), tokenizer)
+    for ensemble in (one, three):
+        together = ensemble.recommend(ALERTS, search)
         for a, b in zip(together, alone, strict=True):
             assert [c.text for c in a.candidates] == [c.text for c in b.candidates]
             assert [c.score for c in a.candidates] == pytest.approx([c.score for c in b.candidates], abs=1e-4)
@@ -85,12 +86,37 @@ def test_an_ensembles_attention_is_the_mean_of_its_members_and_its_rows_sum_to_o
             torch.testing.assert_close(candidate.attention.sum(-1), torch.ones(candidate.attention.size(0)))
 
 
+def moved(path: Path, output: Path, seed: int) -> Path:
+    """A copy of checkpoint ``path`` with every weight moved a little: another model of one recipe."""
+    payload = read_checkpoint(path)
+    generator = torch.Generator().manual_seed(seed)
+    save_atomic({**payload, "weights": {name: w + 0.05 * torch.randn(w.shape, generator=generator)
+                                        if w.is_floating_point() else w for name, w in payload["weights"].items()}},
+                output)
+    return output
+
+
 def test_an_ensemble_of_an_ensemble_flattens_and_average_refuses_one(runs, tmp_path):
     pair = combine("ensemble", tmp_path / "pair.pt", *runs)
-    model, _, _ = load_model(combine("ensemble", tmp_path / "three.pt", pair, runs[0]))
+    model, _, _ = load_model(combine("ensemble", tmp_path / "three.pt", pair, moved(runs[0], tmp_path / "c.pt", 1)))
     assert len(model.members) == 3
-    result = run_cli("average", "--inputs", str(pair), str(runs[0]), "--output", str(tmp_path / "x.pt"))
-    assert_one_line_error(result, "average takes single checkpoints")
+    result = run_cli("average", "--inputs", str(runs[0]), str(pair), "--output", str(tmp_path / "x.pt"))
+    assert_one_line_error(result, f"{pair}: an ensemble, and average takes single checkpoints")
+
+
+@pytest.mark.parametrize(("command", "how"), [("ensemble", "copy"), ("ensemble", "hard link"), ("average", "copy"),
+                                             ("average", "hard link"), ("ensemble", "inside an ensemble")])
+def test_one_model_reached_by_two_files_counts_once(runs, tmp_path, command, how):
+    """Only a path given twice (or a symbolic link) was caught: a copy gave a model twice the weight (average
+    refuses any ensemble: the test above)."""
+    if how == "inside an ensemble":
+        again = combine("ensemble", tmp_path / "pair.pt", *runs)
+    else:
+        again = tmp_path / "again.pt"
+        (shutil.copyfile if how == "copy" else os.link)(runs[0], again)
+    result = run_cli(command, "--inputs", str(runs[0]), str(again), "--output", str(tmp_path / "x.pt"))
+    assert_one_line_error(result, f"--inputs: {again} holds a model {runs[0]} holds too")
+    assert not (tmp_path / "x.pt").exists()
 
 
 def test_an_ensemble_is_no_start_for_fine_tuning(runs, tmp_path, tmp_path_factory):

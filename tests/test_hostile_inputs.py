@@ -205,6 +205,23 @@ def test_a_blob_in_a_text_column_is_one_line_naming_the_record(tmp_path):
     assert str(caught.value) == f"{path}: record 1: correction is not text (found a BLOB)"
 
 
+@pytest.mark.parametrize("column", ["correction", "alert"])
+def test_text_that_is_not_utf8_is_one_line_naming_the_record_and_the_byte(tmp_path, column):
+    """SQLite's own error ("Could not decode to UTF-8 column ...") came out as a traceback."""
+    path = tmp_path / "feedback.sqlite"
+    store = FeedbackStore(path)
+    for verdict in ("right", "wrong"):
+        store.add(Feedback.checked("pump low", "check", verdict, "replace", "Ann"))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE feedback SET {column} = CAST(X'636166E9' AS TEXT) WHERE id = 2")
+    db.close()
+    for read in (lambda store: store.stats(), lambda store: store.records()):
+        with pytest.raises(DataError) as caught:
+            read(FeedbackStore(path, create=False))
+        assert str(caught.value) == f"{path}: record 2: {column} is not valid UTF-8 (byte 0xe9 at column 4)"
+
+
 # -- files that are not checkpoints --------------------------------------------------------------------------
 def _not_checkpoints(folder: Path, good: Path) -> dict[str, tuple[Path, str]]:
     data = good.read_bytes()

@@ -15,6 +15,7 @@ import shutil
 import pytest
 from support import assert_one_line_error, file_states, run_cli, trained
 
+from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.recommender import Recommender
 from seq2seq.serving import destinations
 from seq2seq.serving import output as sinks
@@ -298,8 +299,10 @@ def test_a_combined_checkpoint_never_replaces_a_file_or_folder_without_overwrite
     notes, folder = tmp_path / "notes.txt", tmp_path / "folder"
     notes.write_text("precious notes\n", encoding="utf-8")
     folder.mkdir()
-    twin = tmp_path / "twin.pt"  # another file: the same file twice is refused (below)
-    shutil.copyfile(model, twin)
+    twin = tmp_path / "twin.pt"  # another model of the run: the same model twice is refused (below)
+    payload = read_checkpoint(model)
+    save_atomic({**payload, "weights": {name: w * 1.01 if w.is_floating_point() else w
+                                        for name, w in payload["weights"].items()}}, twin)
     combine = ("--inputs", str(model), str(twin), "--output")
     assert_one_line_error(run_cli(command, *combine, str(folder)), f"{folder}: is a directory; --output needs a file")
     assert_one_line_error(run_cli(command, *combine, str(notes)),

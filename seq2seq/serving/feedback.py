@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from seq2seq.errors import CONTROLS, DataError, shown, typed_text_fault
+from seq2seq.files import utf8_fault
 from seq2seq.recommender import Recommendation
 
 VERDICTS = ("right", "wrong")
@@ -220,8 +221,16 @@ class FeedbackStore:
     def records(self) -> list[Record]:
         """Every record, oldest first; DataError for a value of the wrong type, which only another program
         can have written (SQLite keeps any type in any column)."""
+        query = f"SELECT {', '.join(COLUMNS)} FROM feedback ORDER BY id"
         with self._lock:
-            rows = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM feedback ORDER BY id").fetchall()
+            try:
+                rows = self._db.execute(query).fetchall()
+            except sqlite3.OperationalError:  # "Could not decode to UTF-8 column ...": found again, as bytes
+                self._db.text_factory = bytes
+                try:
+                    raise self._undecodable(self._db.execute(query).fetchall()) from None
+                finally:
+                    self._db.text_factory = str
         for row in rows:
             for name, value in zip(COLUMNS, row, strict=True):
                 if not isinstance(value, COLUMNS[name]) or isinstance(value, bool):
@@ -229,6 +238,18 @@ class FeedbackStore:
                     found = SQLITE_TYPES.get(type(value), type(value).__name__)
                     raise DataError(f"{self.path}: record {shown(str(row[0]))}: {name} is not {what} (found {found})")
         return [Record(row[0], row[1], Feedback(*row[2:7]), Shown(*row[7:])) for row in rows]
+
+    def _undecodable(self, rows: list[tuple]) -> DataError:
+        """The DataError for the first text value in ``rows`` (read as bytes) that is not UTF-8, which only another
+        program can have written; SQLite's own error names neither the record nor the byte."""
+        for row in rows:
+            for name, value in zip(COLUMNS, row, strict=True):
+                if isinstance(value, bytes) and str in COLUMNS[name]:
+                    try:
+                        value.decode("utf-8")
+                    except UnicodeDecodeError as err:
+                        return DataError(f"{self.path}: record {row[0]}: {name} is {utf8_fault(value, err)}")
+        return DataError(f"{self.path}: a text value is not valid UTF-8")
 
     def stats(self) -> dict[str, int | str | None]:
         """Counts over all records: records, right, wrong, corrected (a correction typed), learnable (with
