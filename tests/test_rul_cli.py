@@ -230,6 +230,22 @@ def test_a_recipe_cut_short_by_ctrl_c_resumes_keeping_its_finished_members(rul_r
     assert other.status == 2 and "member-1/best.pt was trained with window 30, not 20" in other.error_lines[-1]
 
 
+def test_resume_asking_fewer_members_than_the_run_trained_is_refused_and_writes_nothing(rul_run, tmp_path):
+    """The ensemble would have been written without its last member's run, without a word."""
+    config = tmp_path / "members.json"
+    argv = ["rul", "train", "--data", str(rul_run.train), "--config", str(config), "--device", "cpu", "--output-dir",
+            str(tmp_path / "run")]
+    config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 1, "members": 3}}), encoding="utf-8")
+    with training_threads():
+        assert run_cli(*argv).status == 0
+    (tmp_path / "run" / "best.pt").unlink()  # as if cut short before the ensemble was written
+    before = {path: path.stat().st_mtime_ns for path in (tmp_path / "run").rglob("*")}
+    config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 1, "members": 2}}), encoding="utf-8")
+    assert_one_line_error(run_cli(*argv, "--resume"), f"--resume: {tmp_path / 'run' / 'member-3' / 'last.pt'} is a "
+                          "member of this run, which members 2 leaves out")
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "run").rglob("*")} == before
+
+
 def same(a, b) -> bool:
     """Whether two state dicts (or lists of them) hold the same tensors under the same names."""
     if isinstance(a, list):

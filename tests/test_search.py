@@ -99,7 +99,9 @@ def test_batched_search_equals_one_sentence_at_a_time(model, config):
 def test_more_patience_finds_at_least_as_good_hypotheses_at_every_rank(name):
     """Patience only lets a beam run on after its K-th hypothesis finished: what patience 1 finished is among
     what it finishes, so the k-th best score can only rise, and patience 1 is the plain search, the one a
-    checkpoint stored before patience existed still gets."""
+    checkpoint stored before patience existed still gets. (Since the search also runs on while an alive
+    hypothesis could beat the K-th finished one, patience often finds nothing more: MaintNet's recipes score
+    the same with patience 1 as with 1.6, docs/recipes.md.)"""
     model = eos_prone(name, seed=11)
     batch = sample_batch((6, 5, 2, 7, 3), seed=5)
     config = search_defaults({"search": {"beam_size": 3, "n_best": 3, "length_penalty": 5.0}}, "old.pt")
@@ -109,7 +111,48 @@ def test_more_patience_finds_at_least_as_good_hypotheses_at_every_rank(name):
     for p, q in zip(plain, patient, strict=True):
         assert len(q) == len(p) == 3
         assert all(b.score >= a.score - 1e-6 for a, b in zip(p, q, strict=True))
-    assert any(q[0].score > p[0].score + 1e-6 for p, q in zip(plain, patient, strict=True))  # it did run on
+
+
+class Rows:
+    """A stand-in for an encoder output or decoder state: a tensor whose rows follow the beams."""
+
+    def __init__(self, rows: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        self.rows, self.mask = rows, mask
+
+    def select(self, index: torch.Tensor) -> Rows:
+        return Rows(self.rows[index], None if self.mask is None else self.mask[index])
+
+
+class Scripted:
+    """A decoder whose next-piece log-probabilities depend only on the step and the last piece (``script``):
+    a beam's fortunes, written out."""
+
+    def __init__(self, script: dict[tuple[int, int], dict[int, float]], vocab: int = 10) -> None:
+        self.script, self.vocab = script, vocab
+
+    def encode(self, src, src_lengths, src_mask):
+        return Rows(torch.zeros(src.size(0), 1), src_mask), Rows(torch.zeros(src.size(0), dtype=torch.long))
+
+    def step(self, prev, state, encoded):
+        logits = torch.full((prev.size(0), self.vocab), -30.0)
+        for row, (token, t) in enumerate(zip(prev.tolist(), state.rows.tolist(), strict=True)):
+            for target, log_prob in self.script.get((t, token), {}).items():
+                logits[row, target] = log_prob
+        return logits, Rows(state.rows + 1), torch.ones(prev.size(0), encoded.mask.size(1))
+
+
+def test_a_beam_does_not_end_on_early_short_answers_while_a_likelier_one_is_alive():
+    """With beam 2 two unlikely answers finish at steps 2 and 3 while the likeliest is still being decoded; ending
+    at the K-th finished returned one of them. The search goes on while an alive hypothesis, ending next, would
+    beat the K-th best finished one."""
+    A, B, C, E, D = 4, 5, 6, 7, 8
+    model = Scripted({(0, 2): {A: -0.1, B: -2.5},  # from BOS
+                      (1, A): {C: -0.05}, (1, B): {EOS_ID: -0.1, E: -1.0},
+                      (2, C): {D: -0.05}, (2, E): {EOS_ID: -0.1},
+                      (3, D): {EOS_ID: -0.05}})
+    src, lengths, mask = source_batch([[9, EOS_ID]])
+    [hypotheses] = search(model, src, lengths, mask, SearchConfig(beam_size=2, n_best=2))
+    assert [h.tokens for h in hypotheses] == [[A, C, D], [B]]  # ending at the K-th finished: [B], then [B, E]
 
 
 def test_patience_counts_finished_hypotheses_as_the_decimal_product_rounded_up():

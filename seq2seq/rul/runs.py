@@ -60,6 +60,11 @@ def prepare_run(output_dir: Path, config: RulConfig, resume: bool, overwrite: bo
     lasts = [folder / "last.pt" for folder in folders]
     check_run_folder(output_dir, resume, overwrite, lasts, [output_dir / "best.pt", *lasts],
                      "member-K/last.pt" if config.members > 1 else "last.pt")
+    beyond = output_dir / f"member-{max(config.members, 1) + 1}" / "last.pt"
+    if resume and beyond.is_file():  # the ensemble would leave it out without a word, as the translator's would
+        raise ConfigError(f"--resume: {beyond} is a member of this run, which members {config.members} leaves out; "
+                          "resume with the run's own settings and data, start over with --overwrite, or choose "
+                          "another --output-dir")
     for k, folder in enumerate(folders if resume else []):
         if (folder / RESULT).is_file():
             finished_model(folder, member_config(config, k))
