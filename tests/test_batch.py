@@ -322,6 +322,14 @@ def test_existing_output_without_resume_is_an_error_and_is_left_alone(recommende
     assert output.read_text() == "keep me\n"
 
 
+def test_an_output_that_is_a_folder_is_named_as_one_not_sent_to_resume(recommender, tmp_path):
+    """"already exists; use --resume" sent users to a resume that found no record of any job."""
+    (tmp_path / "out").mkdir()
+    with pytest.raises(DataError, match=f"^{tmp_path / 'out'}: is a directory; --output needs a file name$"):
+        translate_file(recommender, csv_input(tmp_path), tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_resuming_another_jobs_output_is_an_error(recommender, tmp_path):
     output = tmp_path / "out.csv"
     translate_file(recommender, csv_input(tmp_path), output)

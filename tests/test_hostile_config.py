@@ -36,6 +36,7 @@ OUT_OF_RANGE = [
     (SearchConfig, "length_penalty", -1.0), (SearchConfig, "max_length_ratio", -1.0),
     (SearchConfig, "beam_patience", 0.5), (SearchConfig, "beam_patience", math.nan),
     (RulConfig, "window", 0), (RulConfig, "window", -3), (RulConfig, "rul_cap", 0), (RulConfig, "kernel_size", 4),
+    (RulConfig, "window", 1001),  # longer than any C-MAPSS engine (543 cycles); 2,000 took 4 GB on FD001
     (RulConfig, "epochs", -1), (RulConfig, "max_minutes", -1.0), (RulConfig, "batch_size", 0),
     (RulConfig, "dropout", 2.0), (RulConfig, "lstm_hidden", 10**8),
     (TokenizerConfig, "vocab_size", 0), (TokenizerConfig, "vocab_size", 10**12),

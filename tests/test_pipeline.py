@@ -65,6 +65,18 @@ def test_without_a_translator_there_are_alerts_but_no_recommendations(rul_run, m
     assert report.alerts and report.recommendations == []
 
 
+def test_a_reading_far_beyond_the_fleet_is_warned_about_and_ordinary_engines_get_no_warning(rul_run, monitor, reports):
+    """A typo (1e6 for a temperature near 640) moved a real engine from critical to degrading without a word."""
+    assert all(report.warnings == [] for report in reports.values())
+    engine = read_cmapss(rul_run.train)[0]
+    kept = monitor.preprocessor.kept_sensors[0]
+    engine.sensors[5, kept - 1] = 1e6  # one cycle of one kept sensor
+    [warning] = monitor.analyse(engine).warnings
+    symbol = SENSORS[kept - 1].symbol
+    assert warning.startswith(f"sensor {symbol} reads 1e+06 at cycle {engine.cycles[5]}, ")
+    assert "training standard deviations from the fleet's mean: a faulty reading?" in warning
+
+
 def test_figures_show_the_attention_the_trend_and_the_deviations(reports):
     report = reports[DRIFT_UNIT]
     trend_axes, window_axes, sensor_axes = attention_figure(report).axes

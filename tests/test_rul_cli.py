@@ -113,8 +113,8 @@ def test_alerts_json_lists_engines_with_recommendations_in_alert_order(rul_run, 
     assert [row["engine"] for row in rows] == list(range(1, 31))
     for row in rows:
         assert set(row) == {"engine", "rul", "health", "alerts", "alert_cycles", "recommendations", "judgements",
-                            "note"}
-        assert row["note"] == ""  # histories long enough to be judged
+                            "note", "warnings"}
+        assert row["note"] == "" and row["warnings"] == []  # histories long enough to be judged, readings plausible
         assert len(row["recommendations"]) == len(row["judgements"]) == len(row["alerts"]) == len(row["alert_cycles"])
         assert all({"recommendation", "trust", "verdict", "warning"} <= set(j) for j in row["judgements"])
         assert [j["recommendation"] for j in row["judgements"]] == row["recommendations"]

@@ -160,7 +160,7 @@ def test_rul_file_round_trips_and_checks_the_engine_count(tmp_path):
     [
         ("12\n-3\n", "line 2: negative remaining life: '-3'"),
         ("12\nx\n", "line 2: not a number: 'x'"),
-        ("nan\n", "line 1: NaN"),
+        ("nan\n", "line 1: NaN (a remaining life must be a finite number)"),  # not "a reading"
         ("12\n\n4 5\n", "line 3: expected one number, found 2 fields"),
         ("\n", "empty file"),
     ],

@@ -145,7 +145,7 @@ def run_alerts(args: argparse.Namespace) -> int:
         report = monitor.analyse(engine, recommender, search)
         row = {"engine": report.unit, "rul": round(report.rul, 1), "health": report.health,
                "alerts": report.alert_lines(), "alert_cycles": [alert.cycle for alert in report.alerts],
-               "note": report.note}
+               "note": report.note, "warnings": report.warnings}
         if recommender is not None:
             row["recommendations"] = [r.text for r in report.recommendations]  # as before: strings
             row["judgements"] = [translation_json(r) for r in report.recommendations]  # trust, verdict, warning
@@ -154,6 +154,8 @@ def run_alerts(args: argparse.Namespace) -> int:
             print(f"engine {row['engine']}: RUL {row['rul']:.0f} cycles, {row['health']}")
             if row["note"]:
                 print(f"  no alerts: {row['note']}")
+            for warning in report.warnings:
+                print(f"  warning: {warning}")
             for i, line in enumerate(row["alerts"]):
                 advice = f"  ->  {advice_line(report.recommendations[i])}" if recommender is not None else ""
                 print(f"  {line} (peak at cycle {row['alert_cycles'][i]}){advice}")

@@ -116,7 +116,7 @@ def read_rul(path: str | Path, n_engines: int | None = None) -> np.ndarray:
         where = f"{path}: line {number}"
         if len(fields) != 1:
             raise DataError(f"{where}: expected one number, found {len(fields)} fields")
-        value = _number(fields[0], where)
+        value = _number(fields[0], where, "a remaining life")
         if value < 0:
             raise DataError(f"{where}: negative remaining life: {fields[0]!r}")
         values.append(value)
@@ -181,7 +181,9 @@ def _plain(text: str) -> bool:
     return text.isascii() and "_" not in text
 
 
-def _number(field: str, where: str) -> float:
+def _number(field: str, where: str, what: str = "a reading") -> float:
+    """``field`` as a finite number within float32; ``what`` it is, for the message ("a reading", "a remaining
+    life")."""
     try:
         if not _plain(field):
             raise ValueError(field)
@@ -189,9 +191,9 @@ def _number(field: str, where: str) -> float:
     except ValueError:
         raise DataError(f"{where}: not a number: {field!r}") from None
     if math.isnan(value):
-        raise DataError(f"{where}: NaN (a reading must be a finite number)")
+        raise DataError(f"{where}: NaN ({what} must be a finite number)")
     if math.isinf(value):
-        raise DataError(f"{where}: {'-inf' if value < 0 else 'inf'} (a reading must be a finite number)")
+        raise DataError(f"{where}: {'-inf' if value < 0 else 'inf'} ({what} must be a finite number)")
     if abs(value) > MAX_MAGNITUDE:
         raise DataError(f"{where}: {field!r} is beyond the model's float32 range (at most {MAX_MAGNITUDE:.4g})")
     return value

@@ -27,6 +27,11 @@ from seq2seq.rul.preprocess import Preprocessor
 from seq2seq.rul.train import load_rul_checkpoint
 from seq2seq.rul.windows import HEALTH_STATES, windows
 
+# Training standard deviations from the fleet's mean beyond which a reading is called implausible: worn FD001
+# engines stay within about 14 (the default RUL model, all of train_FD001.txt), a typo or a dead sensor lies far
+# beyond (T24 at 1e6: about 2 million; every sensor at 1.0: about 1,300).
+IMPLAUSIBLE_Z = 100.0
+
 
 @dataclass(frozen=True)
 class EngineReport:
@@ -41,6 +46,7 @@ class EngineReport:
     window_values: dict[str, list[float]]  # normalised value of each kept sensor over the window
     alerts: list[Alert]
     recommendations: list[Recommendation] = field(default_factory=list)  # one per alert, same order
+    warnings: list[str] = field(default_factory=list)  # readings too far from the training fleet to trust
 
     def alert_lines(self) -> list[str]:
         return [alert.line(self.health) for alert in self.alerts]
@@ -49,6 +55,21 @@ class EngineReport:
     def note(self) -> str:
         """Why no alert could be raised at all ("" when the history was long enough to judge)."""
         return too_short(len(self.rul_trend))
+
+
+def implausible_readings(engine: Engine, values: np.ndarray, kept: list[int], symbols: list[str]) -> list[str]:
+    """A warning for each kept sensor with a reading over IMPLAUSIBLE_Z training standard deviations from the
+    fleet's mean (its most extreme one): a typo or a faulty sensor, not wear, which the model reads as whatever
+    it resembles (T24 set to 1e6 on one cycle moved FD001 engine 81 from critical, RUL 31, to degrading, RUL 56).
+    ``values``: the engine's z-scores (L, F)."""
+    warnings = []
+    for f, symbol in enumerate(symbols):
+        row = int(np.argmax(np.abs(values[:, f])))
+        if abs(values[row, f]) > IMPLAUSIBLE_Z:
+            warnings.append(f"sensor {symbol} reads {engine.sensors[row, kept[f] - 1]:g} at cycle "
+                            f"{int(engine.cycles[row])}, {abs(values[row, f]):,.0f} training standard deviations from "
+                            "the fleet's mean: a faulty reading? this engine's RUL and health may be wrong")
+    return warnings
 
 
 class EngineMonitor:
@@ -84,6 +105,7 @@ class EngineMonitor:
         if recommender is not None and alerts:
             recommendations = recommender.recommend([alert.phrase for alert in alerts], search)
         return EngineReport(
+            warnings=implausible_readings(engine, values, kept, symbols),
             unit=engine.unit, rul=float(output.rul[-1]), health=health,
             health_probabilities=dict(zip(HEALTH_STATES, probabilities, strict=True)),
             window_cycles=[int(c) for c in engine.cycles[L - n:]], attention=attention.tolist(),

@@ -94,6 +94,8 @@ def _naming(path: Path) -> Iterator[None]:
 def check_new_outputs(output: Path, attention: Path | None, heatmaps: Path | None) -> None:
     """DataError when a new job's output, attention file or heatmap folder already holds output."""
     for path, option in ((output, "--output"), (attention, "--attention-out")):
+        if path is not None and path.is_dir():  # --resume would not help: no job writes a folder there
+            raise DataError(f"{path}: is a directory; {option} needs a file name")
         if path is not None and path.exists():
             raise DataError(f"{path}: already exists; use --resume to continue it, or another {option}")
     if heatmaps and heatmaps.is_dir() and next(heatmaps.glob("row_*.png"), None):

@@ -65,6 +65,7 @@ def candidate_json(source_pieces: list[str], c: Candidate, log_prob: float, top:
 def engine_json(report: EngineReport, source: str) -> dict[str, Any]:
     return {
         "source": source, "unit": report.unit, "rul": report.rul, "health": report.health, "note": report.note,
+        "warnings": report.warnings,
         "health_probabilities": report.health_probabilities, "window_cycles": report.window_cycles,
         "attention": report.attention, "deviations": report.deviations,
         "alerts": [{"line": alert.line(report.health), "phrase": alert.phrase, "symbol": alert.symbol,
@@ -137,6 +138,7 @@ def engine_markdown(data: dict[str, Any]) -> str:
     probabilities = ", ".join(f"{k} {v:.0%}" for k, v in data["health_probabilities"].items())
     lines = [f"### Engine {data['unit']} ({as_written(data['source'])}): RUL {data['rul']:.0f} cycles, "
              f"**{data['health']}**", f"Health state probabilities: {probabilities}.", ""]
+    lines += [f"**Warning:** {as_written(warning)}." for warning in data.get("warnings", [])]
     if data["note"]:
         lines.append(f"No alerts: {data['note']}.")
     elif not data["alerts"]:
