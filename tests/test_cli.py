@@ -31,7 +31,8 @@ from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.corpus import read_parallel
 from seq2seq.evaluate import score_corpus, selective_scores
 from seq2seq.files import MAX_LINE_BYTES
-from seq2seq.recommender import Recommender
+from seq2seq.recommender import Candidate, Recommender
+from seq2seq.serving.layout import n_best_line
 from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,6 +218,14 @@ def test_over_long_alert_is_translated_with_a_truncation_warning_naming_the_line
     truncated = [line for line in result.error_lines if "truncated" in line]
     assert len(truncated) == 1 and f"to {MAX_SOURCE_LENGTH} pieces" in truncated[0]
     assert all(line.startswith("warning: stdin: line 2: ") for line in result.error_lines)  # (and out of scope)
+
+
+def test_an_n_best_line_has_as_many_fields_whatever_number_of_distinct_answers_the_beam_found():
+    """A beam can end with fewer distinct answers than --n-best asks (repeats are removed): lines of different
+    lengths broke readers that split on tabs; the CSV already pads its columns."""
+    candidates = [Candidate(text, score, [], torch.zeros(0, 0), score) for text, score in (("a b", -0.5), ("c", -1))]
+    assert n_best_line(candidates, 4).split("\t") == ["a b", "-0.5000", "c", "-1.0000", "", "", "", ""]
+    assert n_best_line(candidates, 1) == "a b\t-0.5000"
 
 
 def test_n_best_prints_tab_separated_text_and_score_pairs_best_first(run):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 from support import (
@@ -120,6 +121,26 @@ def test_alerts_json_lists_engines_with_recommendations_in_alert_order(rul_run, 
         assert [j["recommendation"] for j in row["judgements"]] == row["recommendations"]
         assert all(line.startswith(f"{row['health']}: ") for line in row["alerts"])
     assert sensor(DRIFT_SENSOR).phrase in rows[DRIFT_UNIT - 1]["alerts"][0]
+
+
+def test_an_engine_whose_readings_cannot_be_scaled_gets_an_error_and_the_others_their_alerts(rul_run, tmp_path):
+    """A reading whose z-score overflows stopped the whole job, and with --json nothing was printed for any engine."""
+    from seq2seq.rul.cmapss import read_cmapss, write_cmapss
+    from seq2seq.rul.monitor import EngineMonitor
+    preprocessor = EngineMonitor.from_checkpoint(rul_run.output_dir / "best.pt").preprocessor
+    sensor_number = preprocessor.kept_sensors[int(np.argmin(preprocessor.std))]
+    engines = read_cmapss(rul_run.test)
+    engines[1].sensors[-1, sensor_number - 1] = 3.4e38  # within float32, but not once scaled
+    data = tmp_path / "test.txt"
+    write_cmapss(data, engines)
+    result = run_cli("rul", "alerts", "--model", str(rul_run.output_dir / "best.pt"), "--data", str(data), "--json")
+    assert result.status == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [row["engine"] for row in rows] == [engine.unit for engine in engines]  # every engine, in order
+    broken = rows[1]
+    assert set(broken) == {"engine", "error"} and "too far beyond the training range" in broken["error"]
+    assert all("health" in row for k, row in enumerate(rows) if k != 1)
+    assert f"warning: {data}: engine {engines[1].unit}: " in result.stderr
 
 
 def test_alerts_for_one_engine_as_text(rul_run):

@@ -18,7 +18,7 @@ from seq2seq.cli.common import path_flag
 from seq2seq.cli.translate import search_flags
 from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from_dict
 from seq2seq.config_file import check_names, load_config_file
-from seq2seq.errors import ConfigError
+from seq2seq.errors import ConfigError, DataError
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.cmapss import read_cmapss, read_rul
 from seq2seq.rul.evaluate import PROTOCOL_CAP, evaluate_windows
@@ -142,7 +142,14 @@ def run_alerts(args: argparse.Namespace) -> int:
     search = search if args.beam_size is None else replace(search, beam_size=args.beam_size)
     rows = []
     for engine in engines:
-        report = monitor.analyse(engine, recommender, search)
+        try:
+            report = monitor.analyse(engine, recommender, search)
+        except DataError as err:  # this engine's readings cannot be assessed; the others still are
+            rows.append({"engine": engine.unit, "error": str(err)})
+            print(f"warning: {args.data}: {err}", file=sys.stderr)
+            if not args.json:
+                print(f"engine {engine.unit}: no assessment (see the warning)")
+            continue
         row = {"engine": report.unit, "rul": round(report.rul, 1), "health": report.health,
                "alerts": report.alert_lines(), "alert_cycles": [alert.cycle for alert in report.alerts],
                "note": report.note, "warnings": report.warnings}

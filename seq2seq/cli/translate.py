@@ -31,6 +31,7 @@ from seq2seq.recommender import SIMILAR, Recommendation, Recommender
 from seq2seq.serving.batch import FileJob, JobStopped
 from seq2seq.serving.destinations import record_path
 from seq2seq.serving.incident_log import FORMATS, UnknownFormat, format_of
+from seq2seq.serving.layout import n_best_line
 from seq2seq.serving.sharding import translate_shared
 from seq2seq.serving.views import translation_json
 from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
@@ -242,7 +243,7 @@ def run_translate(args: argparse.Namespace) -> int:
             elif args.n_best == 1:
                 print(result.text)
             else:
-                print("\t".join(f"{c.text}\t{c.score:.4f}" for c in result.candidates))
+                print(n_best_line(result.candidates, args.n_best))
         sys.stdout.flush()
     return 0
 

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from seq2seq.errors import DataError
 from seq2seq.files import KEPT_BYTES, escaped
-from seq2seq.recommender import Recommendation
+from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.serving.incident_log import Row
 
 _LINE_BREAKS = re.compile(r"[\t\r\n]")
@@ -107,7 +107,7 @@ class Layout:
         candidates = result.candidates if result else []
         if self.n_best == 1:
             return _one_line(candidates[0].text if candidates else "") + "\n"
-        return "\t".join(f"{_one_line(c.text)}\t{c.score:.4f}" for c in candidates) + "\n"
+        return n_best_line(candidates, self.n_best) + "\n"
 
     def _table(self, records: list[list[str]]) -> str:
         if self.fmt == "tsv":
@@ -119,6 +119,14 @@ class Layout:
             # which every reader takes as a line end: such a record is written with every field quoted
             (quoted if any("\r" in field for field in record) else plain).writerow(record)
         return buffer.getvalue()
+
+
+def n_best_line(candidates: list[Candidate], n_best: int) -> str:
+    """An alert's n-best as one line of ``n_best`` tab-separated (text, score) pairs, best first; pairs past the
+    distinct answers found (a beam can end with fewer, repeats removed) left empty, so every line has as many
+    fields, as the CSV's columns do."""
+    pairs = [f"{_one_line(c.text)}\t{c.score:.4f}" for c in candidates[:n_best]]
+    return "\t".join(pairs + ["\t"] * (n_best - len(pairs)))
 
 
 def _cell(value: Any, text: str | None = None) -> str:
