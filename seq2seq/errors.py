@@ -25,6 +25,11 @@ class DataError(Seq2SeqError, ValueError):
     """A missing, unreadable or malformed data file."""
 
 
+class FleetError(DataError):
+    """Training engines a RUL model cannot be trained on (too few, no sensor that varies); raised without the file
+    they came from, which ``seq2seq rul train`` puts in front."""
+
+
 class CheckpointError(Seq2SeqError):
     """A missing, truncated, corrupt or incompatible checkpoint file."""
 

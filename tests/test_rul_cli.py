@@ -161,6 +161,27 @@ def test_an_out_of_scope_recommendation_reads_as_a_guess_and_the_others_as_advic
     assert advice_line(Recommendation("", [], warning="empty alert")) == "(no recommendation)  [empty alert]"
 
 
+@pytest.mark.parametrize("fault", ["too few engines", "no sensor varies"])
+def test_training_engines_no_model_can_learn_from_are_refused_naming_the_file_before_the_run_starts(tmp_path, fault):
+    """The messages named neither the file nor, for a run to --overwrite, left the earlier run alone."""
+    from seq2seq.rul.cmapss import write_cmapss
+    from seq2seq.rul.synthetic import synthetic_engines
+    engines = synthetic_engines(3 if fault == "too few engines" else 30, seed=2, min_life=40, max_life=60)
+    if fault == "no sensor varies":
+        for engine in engines:
+            engine.sensors[:] = 1.0
+    data = tmp_path / "fleet.txt"
+    write_cmapss(data, engines)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "best.pt").write_bytes(b"an earlier run")
+    result = run_cli("rul", "train", "--data", str(data), "--output-dir", str(run), "--overwrite", "--epochs", "1")
+    words = "3 engines, and training needs more than validation_engines (20)" if fault == "too few engines" \
+        else "no sensor varies on the training engines"
+    assert_one_line_error(result, f"{data}: {words}")
+    assert (run / "best.pt").read_bytes() == b"an earlier run"
+
+
 @pytest.mark.parametrize("case", ["unknown engine", "bad data file", "corrupt model"])
 def test_bad_input_is_one_line_and_exit_2(rul_run, tmp_path, case):
     model, data = str(rul_run.output_dir / "best.pt"), str(rul_run.train)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,12 +20,13 @@ from seq2seq.cli.common import path_flag
 from seq2seq.cli.translate import search_flags
 from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from_dict
 from seq2seq.config_file import check_names, load_config_file
-from seq2seq.errors import ConfigError, DataError
+from seq2seq.errors import ConfigError, DataError, FleetError
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.cmapss import read_cmapss, read_rul
 from seq2seq.rul.evaluate import PROTOCOL_CAP, evaluate_windows
 from seq2seq.rul.monitor import EngineMonitor
-from seq2seq.rul.runs import prepare_run, train_members, train_on_engines
+from seq2seq.rul.preprocess import Preprocessor
+from seq2seq.rul.runs import prepare_run, split_engines, train_members, train_on_engines
 from seq2seq.rul.synthetic import synthetic_engines
 from seq2seq.rul.windows import last_windows
 from seq2seq.serving.views import translation_json
@@ -92,17 +95,30 @@ def run_train(args: argparse.Namespace) -> int:
         [(e.unit, hashlib.sha256(b"".join(np.ascontiguousarray(a, dtype=np.float64).tobytes()
                                           for a in (e.cycles, e.settings, e.sensors))).hexdigest()) for e in engines]
     fingerprint = {"--data": file_fingerprint(args.data, read)}
+    source = args.data or "synthetic engines"
+    with fleet_named(source):  # engines no model can be trained on, refused before the run's folder is touched
+        Preprocessor.fit(split_engines(engines, config)[0], config)
     # After the data is read (a bad file leaves an old run in place), before any log line (a refusal stands alone)
     prepare_run(Path(args.output_dir), config, args.resume, args.overwrite, fingerprint)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    log(f"data: {args.data or 'synthetic engines'}")
-    if config.members > 1:
-        result = train_members(engines, config, Path(args.output_dir), log, args.resume, fingerprint)
-    else:
-        result, _ = train_on_engines(engines, config, Path(args.output_dir), log, resume=args.resume,
-                                     fingerprint=fingerprint)
+    log(f"data: {source}")
+    with fleet_named(source):  # a later member's split may still hold no varying sensor
+        if config.members > 1:
+            result = train_members(engines, config, Path(args.output_dir), log, args.resume, fingerprint)
+        else:
+            result, _ = train_on_engines(engines, config, Path(args.output_dir), log, resume=args.resume,
+                                         fingerprint=fingerprint)
     print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
     return 0
+
+
+@contextlib.contextmanager
+def fleet_named(source: str) -> Iterator[None]:
+    """A FleetError raised inside, with the file the engines came from in front."""
+    try:
+        yield
+    except FleetError as err:
+        raise FleetError(f"{source}: {err}") from None
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ import numpy as np
 
 from seq2seq.catalog import SENSORS
 from seq2seq.config import RulConfig
-from seq2seq.errors import CheckpointError, DataError
+from seq2seq.errors import CheckpointError, DataError, FleetError
 from seq2seq.rul.cmapss import Engine
 
 # A sensor is constant when its standard deviation on the training data is below this fraction of
@@ -45,12 +45,12 @@ class Preprocessor:
     def fit(cls, engines: Sequence[Engine], config: RulConfig) -> Preprocessor:
         """Keep the sensors that vary on ``engines`` (see RESOLUTION_FRACTION) and z-score them."""
         if not engines:
-            raise DataError("no training engines to fit the preprocessing on")
+            raise FleetError("no training engines to fit the preprocessing on")
         _check_finite(engines)
         sensors = np.concatenate([engine.sensors for engine in engines])  # (sum L, 21)
         kept = [k for k in range(1, len(SENSORS) + 1) if _varies(sensors[:, k - 1])]
         if not kept:
-            raise DataError("no sensor varies on the training engines")
+            raise FleetError("no sensor varies on the training engines")
         columns = sensors[:, np.array(kept) - 1]  # (sum L, F)
         return cls(kept, columns.mean(axis=0).tolist(), columns.std(axis=0).tolist(), config.window, config.smoothing)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from seq2seq.checkpoint import RESULT, check_run_folder, check_same_run, read_result, record_result
 from seq2seq.config import RulConfig
-from seq2seq.errors import ConfigError
+from seq2seq.errors import ConfigError, FleetError
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.model import RulEnsemble, RulModel
 from seq2seq.rul.preprocess import Preprocessor
@@ -33,8 +33,8 @@ from seq2seq.rul.windows import RulWindows, training_set, truncated_windows
 def split_engines(engines: list[Engine], config: RulConfig) -> tuple[list[Engine], list[Engine]]:
     """Hold out ``config.validation_engines`` whole engines (seeded) for model selection."""
     if len(engines) <= config.validation_engines:
-        raise ConfigError(f"the training data holds {len(engines)} engines; it needs more than validation_engines "
-                          f"({config.validation_engines}) to hold some out for model selection")
+        raise FleetError(f"{len(engines)} engines, and training needs more than validation_engines "
+                         f"({config.validation_engines}) to hold some out for model selection")
     order = np.random.default_rng(config.seed).permutation(len(engines))
     held = set(order[: config.validation_engines].tolist())
     return ([e for i, e in enumerate(engines) if i not in held], [e for i, e in enumerate(engines) if i in held])
