@@ -145,7 +145,9 @@ def beam(model: Seq2Seq, encoded: Encoded, state: DecoderState, limits: Tensor, 
         rows, prev, beams = _advance(beams, log_probs, step_weights.float(), K, finished, config, src_lengths)
         at_limit = limits[beams.sentence] <= t + 1
         _finish_at_limit(beams, at_limit, K, finished, config, src_lengths)
-        done = (finished.counts[beams.sentence] >= wanted) & ~_alive_could_win(beams, finished, K, config, t + 1)
+        done = finished.counts[beams.sentence] >= wanted
+        if done.any():  # only those the count would end are asked: a Python loop, on every step of the hot path
+            done &= ~_alive_could_win(beams, finished, done, config, t + 1)
         done |= at_limit
         state = state.select(rows)  # rows stay inside their sentence's block: encoded needs no reorder
         if done.any():
@@ -158,17 +160,19 @@ def beam(model: Seq2Seq, encoded: Encoded, state: DecoderState, limits: Tensor, 
     return [sorted(hyps, key=lambda h: -h.score)[: config.n_best] for hyps in finished.hypotheses]
 
 
-def _alive_could_win(beams: _Beams, finished: _Finished, K: int, config: SearchConfig, length: int) -> Tensor:
-    """(B',) for each alive sentence with finished hypotheses, whether its best alive one (``length`` pieces long),
-    were it to end at the next step, would score above its K-th best finished one: then the search goes on for
-    it. A sentence's beams can fill with short answers that finish early while the likeliest one is still being
-    decoded ("hydraulic pressure low" at beam 3 ended on a clipped answer scoring -2.33, where beams 2 and 10
-    found -0.34). The usual rule of Hugging Face's beam search (``early_stopping=False``)."""
-    could = torch.zeros(beams.sentence.size(0), dtype=torch.bool, device=beams.scores.device)
-    bound = (beams.scores.max(dim=1).values / length_penalty(length + 1, config.length_penalty)).tolist()
-    for i, sentence in enumerate(beams.sentence.tolist()):
-        scores = sorted((h.score for h in finished.hypotheses[sentence]), reverse=True)
-        could[i] = bool(scores) and bound[i] > scores[min(K, len(scores)) - 1]
+def _alive_could_win(beams: _Beams, finished: _Finished, asked: Tensor, config: SearchConfig,
+                     length: int) -> Tensor:
+    """(B',) for each ``asked`` alive sentence (each has finished hypotheses), whether its best alive one
+    (``length`` pieces long), were it to end at the next step, would score above its K-th best finished one: then
+    the search goes on for it. A sentence's beams can fill with short answers that finish early while the
+    likeliest one is still being decoded ("hydraulic pressure low" at beam 3 ended on a clipped answer scoring
+    -2.33, where beams 2 and 10 found -0.34). The rule of Hugging Face's beam search (``early_stopping=False``)."""
+    K = config.beam_size
+    could = torch.zeros_like(asked)
+    bound = beams.scores.max(dim=1).values / length_penalty(length + 1, config.length_penalty)  # (B',)
+    for i in asked.nonzero().squeeze(1).tolist():
+        scores = sorted((h.score for h in finished.hypotheses[int(beams.sentence[i])]), reverse=True)
+        could[i] = float(bound[i]) > scores[min(K, len(scores)) - 1]
     return could
 
 
