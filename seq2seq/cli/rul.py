@@ -5,15 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import hashlib
 import json
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from seq2seq.checkpoint import file_fingerprint
 from seq2seq.cli.common import path_flag
@@ -92,8 +89,7 @@ def run_train(args: argparse.Namespace) -> int:
     # No --data: synthetic engines, made from the seed. A regular file is proven by its SHA-256; a pipe, which has
     # none, by what was read from it (else --resume took another fleet through the same pipe without a word).
     read = [] if args.data is None or Path(args.data).is_file() else \
-        [(e.unit, hashlib.sha256(b"".join(np.ascontiguousarray(a, dtype=np.float64).tobytes()
-                                          for a in (e.cycles, e.settings, e.sensors))).hexdigest()) for e in engines]
+        [(e.unit, e.cycles.tobytes(), e.settings.tobytes(), e.sensors.tobytes()) for e in engines]
     fingerprint = {"--data": file_fingerprint(args.data, read)}
     source = args.data or "synthetic engines"
     with fleet_named(source):  # engines no model can be trained on, refused before the run's folder is touched
