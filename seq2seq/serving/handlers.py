@@ -34,7 +34,15 @@ from seq2seq.serving.feedback import Feedback, FeedbackStore, ShownRecommendatio
 from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
 from seq2seq.serving.gate import Refused
 from seq2seq.serving.incident_log import read_columns
-from seq2seq.serving.requests import alert_lines, refusal, unit_number, uploaded, user_errors, whole_number
+from seq2seq.serving.requests import (
+    alert_lines,
+    event_listened,
+    refusal,
+    unit_number,
+    uploaded,
+    user_errors,
+    whole_number,
+)
 from seq2seq.trust import as_shown
 
 MAX_ALERTS, MAX_CHARS = 50, 10_000  # per /recommend request; files go to the Batch tab
@@ -55,22 +63,6 @@ def plot_updates(figures: list[Figure], slots: int, labels: list[str] | None = N
 
 class JobCancelled(Exception):
     """Ends a file job in its thread: its event was cancelled (nobody waits for it any more), or the app stops."""
-
-
-def event_listened() -> Callable[[], bool]:
-    """Whether the client of the Gradio event being handled still listens, asked from any thread. Gradio marks an
-    event dead when its client's event stream closes (the tab closed, the program gone: ``Queue.clean_events``) but
-    lets a running function run on, so a long job asks between its chunks. This reads Gradio's queue, which is not
-    a public interface: where it is not as expected, the event counts as listened to (the job runs to its end, as
-    it did before)."""
-    try:
-        from gradio.context import LocalContext
-        blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
-        event = next(e for job in blocks._queue.active_jobs if job for e in job if e._id == event_id)
-        bool(event.alive)
-    except Exception:  # (not in a Gradio event, or another Gradio: never a reason to fail the job)
-        return lambda: True
-    return lambda: bool(event.alive)
 
 
 class Handlers:

@@ -2,14 +2,15 @@
 
 The handlers (``seq2seq/serving/handlers.py``) take raw payloads (``preprocess=False``), so that a
 program sending a list, a number or a dict where text or a file belongs is refused in words rather
-than by Gradio as ``{"error": null}``; these are the checks they share.
+than by Gradio as ``{"error": null}``; these are the checks they share, and whether a request's client still
+listens (``event_listened``), which a long file job asks between its chunks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +104,19 @@ def unit_number(value: Any) -> int | None:
     if unit is None:
         raise refusal(f"An engine unit must be a whole number (got {type(value).__name__} {str(value)[:40]!r}).")
     return unit
+
+
+def event_listened() -> Callable[[], bool]:
+    """Whether the client of the Gradio event being handled still listens, asked from any thread. Gradio marks an
+    event dead when its client's event stream closes (the tab closed, the program gone: ``Queue.clean_events``) but
+    lets a running function run on, so a long job asks between its chunks. This reads Gradio's queue, which is not
+    a public interface: where it is not as expected, the event counts as listened to (the job runs to its end, as
+    it did before)."""
+    try:
+        from gradio.context import LocalContext
+        blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
+        event = next(e for job in blocks._queue.active_jobs if job for e in job if e._id == event_id)
+        bool(event.alive)
+    except Exception:  # (not in a Gradio event, or another Gradio: never a reason to fail the job)
+        return lambda: True
+    return lambda: bool(event.alive)
