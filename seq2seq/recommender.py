@@ -25,7 +25,7 @@ from torch import Tensor
 from seq2seq.checkpoint import load_model, search_defaults
 from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.data import source_batch, truncate_source
-from seq2seq.errors import CheckpointError, ConfigError
+from seq2seq.errors import CONTROLS, CheckpointError, ConfigError
 from seq2seq.fast.folding import fold_embeddings
 from seq2seq.fast.quantize import quantize_int8
 from seq2seq.memory import Case, CaseMemory
@@ -137,8 +137,10 @@ class Recommender:
         """Ids and pieces of one alert (EOS last), truncated to the model's limit with a warning."""
         ids = self.tokenizer.encode_source(alert)
         pieces = self.tokenizer.source_pieces(alert)
-        if len(ids) <= 1:
-            return [], [], "empty alert"
+        if len(ids) <= 1:  # a line of control characters (a NUL from a broken pipe) reads as spaces: say so
+            control = CONTROLS.search(alert)
+            return [], [], "empty alert" + (f": only control characters (U+{ord(control.group()):04X} first), read as "
+                                            "spaces" if control else "")
         if all(i == UNK_ID or not piece.strip(WORD_START) for i, piece in zip(ids[:-1], pieces, strict=False)):
             return [], [], "no word of the alert is known to the model; no recommendation"  # a guess from nothing
         limit = self.max_source_length

@@ -76,12 +76,19 @@ def test_tsv_output_keeps_bare_quotes_and_is_read_without_quote_processing(recom
     assert [line[2] for line in lines[1:]] == recommender.translate(LOG_ALERTS)
 
 
-def test_tsv_output_of_csv_input_writes_tabs_and_line_breaks_in_fields_as_spaces(recommender, tmp_path):
-    translate_file(recommender, csv_input(tmp_path), tmp_path / "out.tsv")
+def test_tsv_output_of_csv_input_writes_tabs_and_line_breaks_in_fields_as_spaces_and_says_where(recommender,
+                                                                                                   tmp_path):
+    summary = translate_file(recommender, csv_input(tmp_path), tmp_path / "out.tsv")
     lines = (tmp_path / "out.tsv").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(lines) == 1 + len(LOG_ALERTS)
-    assert [line.split("\t")[2] for line in lines[1:]] == \
-        [note.replace("\n", " ").replace("\t", " ") for note in LOG_NOTES]
+    rows = [line.split("\t") for line in lines[1:]]
+    assert [row[2] for row in rows] == [note.replace("\n", " ").replace("\t", " ") for note in LOG_NOTES]
+    flattened = [bool(set(note) & set("\t\r\n")) for note in LOG_NOTES]
+    assert [row[-1] for row in rows] == ["column 'note': tab or line break written as a space (TSV cannot hold one; "
+                                         "write .csv or .jsonl output to keep it)" if f else "" for f in flattened]
+    assert (summary.translated, summary.warned, summary.errors) == (len(LOG_ALERTS), sum(flattened), sum(flattened))
+    translate_file(recommender, csv_input(tmp_path), tmp_path / "out.csv")  # CSV holds them: nothing to say
+    assert [row["error"] for row in read_csv(tmp_path / "out.csv")] == [""] * len(LOG_ALERTS)
 
 
 def test_jsonl_output_keeps_every_key_of_each_object_and_adds_the_new_ones(recommender, tmp_path):

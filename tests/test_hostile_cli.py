@@ -86,6 +86,14 @@ def test_a_utf8_byte_order_mark_on_stdin_is_not_part_of_the_first_alert(model):
     assert marked.status == 0 and marked.stdout == plain.stdout
 
 
+def test_a_stdin_line_of_nul_bytes_past_the_first_is_an_empty_alert_that_says_why(model):
+    result = run_cli("translate", "--model", str(model), stdin=b"pump vibration high\n\x00\x00\nbelt worn\n")
+    assert result.status == 0, result.stderr
+    assert result.stdout_lines[1] == "" and len(result.stdout_lines) == 3
+    assert result.error_lines == ["warning: stdin: line 2: empty alert: only control characters (U+0000 first), "
+                                  "read as spaces"]
+
+
 def test_json_on_stdin_gives_an_undecodable_line_its_own_warning_and_keeps_every_line_in_place(model):
     result = run_cli("translate", "--model", str(model), "--json",
                      stdin=b"pump vibration high\ncaf\xe9 pump\n\nbelt worn\n")

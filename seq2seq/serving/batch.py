@@ -6,7 +6,7 @@ format unless its own extension names another:
 - ``csv``: a header row, standard quoting (fields may hold commas, quotes and line breaks).
 - ``tsv``: a header row, one record per physical line, split on tabs, no quote processing (as
   ``seq2seq.corpus`` reads it). A tab or line break in a field written to TSV (possible only when
-  the input is CSV or JSONL) is written as a space.
+  the input is CSV or JSONL) is written as a space, and the row's ``error`` says in which columns.
 - ``jsonl``: one JSON object per line; each is written back as its own text, every value as it was written
   (``layout.Layout``), with the new keys added. When no alert key is named, the rule (source, problem,
   the only key) must take the same key over the whole log as over its first readable record, or the file is refused.
@@ -16,7 +16,8 @@ format unless its own extension names another:
 
 Every input row is written, in order, with ``recommendation``, ``score`` (``recommendation_2``,
 ``score_2``, ... with n-best > 1) and ``error`` added. ``error`` is empty when fine, the truncation
-warning for an alert over the model's limit (translated all the same), or why the row has no
+warning for an alert over the model's limit (translated all the same), the columns whose tabs or line
+breaks TSV output wrote as spaces (likewise a warning), or why the row has no
 recommendation: an empty alert, bytes that are not UTF-8, a missing or non-string JSON value. A
 row's problem never stops the job; a problem with the file (missing, no such column, a malformed
 CSV record, a TSV line with the wrong number of fields, a line that is not a JSON object) is a
@@ -53,7 +54,7 @@ from seq2seq.serving.destinations import (
     record_path,
 )
 from seq2seq.serving.incident_log import FORMATS, Row, count_rows, format_of, open_log, read_rows
-from seq2seq.serving.layout import Layout, row_error
+from seq2seq.serving.layout import Layout
 from seq2seq.serving.output import Sinks, check_new_outputs
 
 
@@ -216,7 +217,7 @@ class FileJob:
                 translated += sum(1 for result in results if result and result.candidates)
                 out_of_scope += sum(1 for result in results if result and result.candidates
                                     and result.verdict == "out-of-scope")
-                failed = [result for row, result in zip(chunk, results, strict=True) if row_error(row, result)]
+                failed = [result for row, result in zip(chunk, results, strict=True) if sinks.layout.error(row, result)]
                 errors += len(failed)
                 warned += sum(1 for result in failed if result and result.candidates)
                 if progress:

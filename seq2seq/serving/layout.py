@@ -1,7 +1,8 @@
 """How a file job writes each row in the output format: the input's fields as they were, then the added ones.
 
 Every added field follows ``seq2seq.serving.batch``'s module docstring; TSV output splits on tabs as
-``seq2seq.files`` reads it, so a field never holds a tab or a line break (they are written as spaces). A row's
+``seq2seq.files`` reads it, so a field never holds a tab or a line break: they are written as spaces, and the row's
+``error`` field names the columns where that happened (``Layout.error``), so no text changes unmarked. A row's
 bytes that are not UTF-8 go back as they came in CSV, TSV and TXT output; in JSONL output, which must be UTF-8
 JSON, each is written as its escape (``files.escaped``: the text ``caf\\xe9``), as ``translate --json`` does.
 ``output.Sinks`` appends what a ``Layout`` writes to the files.
@@ -21,7 +22,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from seq2seq.errors import DataError
+from seq2seq.errors import DataError, listed
 from seq2seq.files import KEPT_BYTES, escaped
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.serving.incident_log import Row
@@ -61,6 +62,11 @@ class Layout:
             return "".join(self._json_line(row, result) for row, result in pairs)
         return self._table([self._fields(row, result) for row, result in pairs])
 
+    def error(self, row: Row, result: Recommendation | None) -> str:
+        """The row's ``error`` field as written: ``row_error``, and in TSV output the columns whose text held a tab
+        or line break."""
+        return self._fields(row, result)[-1] if self.fmt == "tsv" else row_error(row, result)
+
     def _added(self, row: Row, result: Recommendation | None) -> list[str | float | None]:
         """recommendation, score, recommendation_2, score_2, ..., trust, verdict, similar_action (the action of
         the most similar past case), error; "" and None where there is none."""
@@ -81,7 +87,15 @@ class Layout:
             texts = _member_texts(row.text) if row.text else {}
             values = [_cell(values.get(key), texts.get(key)) for key in self.columns]
         added = self._added(row, result)
-        return [*values, *(f"{value:.4f}" if isinstance(value, float) else _cell(value) for value in added)]
+        fields = [*values, *(f"{value:.4f}" if isinstance(value, float) else _cell(value) for value in added)]
+        if self.fmt == "tsv":  # the error field is ours, and last
+            names = [*self.columns, *self.added][:-1]
+            held = [repr(name) for name, field in zip(names, fields, strict=False) if _LINE_BREAKS.search(field)]
+            if held:
+                note = (f"{'column' if len(held) == 1 else 'columns'} {listed(held)}: tab or line break written as a "
+                        "space (TSV cannot hold one; write .csv or .jsonl output to keep it)")
+                fields[-1] = "; ".join(filter(None, [fields[-1], note]))
+        return fields
 
     def _json_line(self, row: Row, result: Recommendation | None) -> str:
         """The row as one JSON line, the added keys last. A JSONL record is written as its own text with them
