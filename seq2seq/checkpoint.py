@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import pickle
-import tempfile
 import warnings
 import zipfile
 from collections.abc import Callable, Iterable
@@ -37,8 +36,8 @@ from torch import nn
 
 from seq2seq.config import ModelConfig, SearchConfig, from_dict
 from seq2seq.ensemble import Ensemble
-from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault, write_error
-from seq2seq.files import SNIFF_BYTES, file_sha256, write_atomic
+from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
+from seq2seq.files import SNIFF_BYTES, file_sha256, make_folder, replacing, write_atomic
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
 
@@ -56,25 +55,12 @@ RESUMABLE = ("epochs", "max_minutes", "device", "precision", "parallel")  # sett
 
 # -- any model kind ---------------------------------------------------------------------------
 def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
-    """torch.save to a temporary sibling, then rename over ``path`` (which is left as it was if anything fails);
+    """torch.save to ``path`` through ``files.replacing``: the old file is left as it was if anything fails, and
     an OSError (a full disk, a folder in the way) is a one-line DataError naming ``path``."""
     path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as err:
-        raise write_error(path, err) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(payload, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError):
-            raise write_error(path, err) from None
-        raise
+    make_folder(path.parent)
+    with replacing(path) as handle:
+        torch.save(payload, handle)
 
 
 def check_run_folder(folder: Path, resume: bool, overwrite: bool, lasts: list[Path], holds: list[Path],

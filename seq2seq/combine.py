@@ -39,7 +39,15 @@ from seq2seq.evaluate import fit_trust_on
 from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.recommender import Recommender, memory_state, read_memory
-from seq2seq.runs import build_trainer, check_finished, check_settings, fresh_model, run_fingerprint, shared_tokenizer
+from seq2seq.runs import (
+    build_trainer,
+    check_finished,
+    check_settings,
+    fresh_model,
+    run_fingerprint,
+    shared_tokenizer,
+    training_set,
+)
 from seq2seq.selection import score_greedy
 from seq2seq.side_by_side import Member, train_side_by_side
 from seq2seq.tokenizer import Tokenizer
@@ -132,10 +140,6 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     students = [output_dir / f"student-{k}" for k in seeds] if train_config.distill else []
     check_run_folder(output_dir, resume, overwrite, [folder / "last.pt" for folder in teachers],
                      [output_dir / "best.pt", teachers[0] / "last.pt"], "member-K/last.pt")
-    if overwrite and world.is_main:
-        for path in [output_dir / "best.pt", output_dir / TEACHER, output_dir / DISTILLED,
-                     *(folder / RESULT for folder in teachers + students)]:
-            path.unlink(missing_ok=True)
     if train_config.parallel > 1 and world.size > 1:
         raise ConfigError(f"train.parallel is {train_config.parallel} under torchrun ({world.size} processes): "
                           "members side by side need one process to start them; set parallel 1 or run without torchrun")
@@ -152,6 +156,11 @@ def train_members(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         check_finished(last, fingerprint, model_config, replace(one, seed=one.seed + k), tokenizer_config)
     runs = _Runs(dev, model_config, one, tokenizer_config, resume, overwrite, log, world, len(teachers + students),
                  min(train_config.parallel, train_config.members))
+    runs.ready(train)  # a recipe refused here leaves an earlier run in OUTPUT_DIR as it was
+    if overwrite and world.is_main:
+        for path in [output_dir / "best.pt", output_dir / TEACHER, output_dir / DISTILLED,
+                     *(folder / RESULT for folder in teachers + students)]:
+            path.unlink(missing_ok=True)
     results = runs.train(train, teachers)
     if not students:
         return _summary(results, _save_ensemble(teachers, dev, output_dir / "best.pt", results, log, world))
@@ -188,6 +197,14 @@ class _Runs:
         left = self.config.max_minutes - (time.monotonic() - self.started) / 60
         return max(left, LAST_MINUTES) * min(self.slots, self.runs_left) / self.runs_left
 
+    def ready(self, train: ParallelCorpus) -> None:
+        """The members' shared tokenizer, trained on ``train``, and a one-line error for settings, sizes or data
+        that cannot train, before any member starts."""
+        self.tokenizer = self.tokenizer or shared_tokenizer(train, self.tokenizer_config, self.world)
+        check_settings(self.model_config, self.config, self.tokenizer_config, self.world)
+        training_set(train, self.tokenizer, fresh_model(self.model_config, self.tokenizer).config.max_source_length,
+                     self.config)
+
     def finished(self, folder: Path) -> bool:
         """Whether ``--resume`` finds the run in ``folder`` done (its result.json)."""
         return self.resume and (folder / RESULT).is_file()
@@ -213,13 +230,12 @@ class _Runs:
         if self.slots > 1:
             self.side_by_side(train, folders, cases, results)
             return [results[k] for k in range(len(folders))]
+        self.log(f"{len(folders)} members, seeds {first}..{first + len(folders) - 1}, decoded together as one "
+                 "ensemble")
         for k, folder, config, resume in self.pending(folders, results):
             trainer = build_trainer(train, self.dev, folder, self.model_config, config, self.tokenizer_config,
                                     resume, self.overwrite, self.log, self.world, cases=cases,
                                     tokenizer=self.tokenizer)
-            if self.tokenizer is None:  # logged once the first model is built: a bad configuration is one line alone
-                self.log(f"{len(folders)} members, seeds {first}..{first + len(folders) - 1}, "
-                         "decoded together as one ensemble")
             self.log(f"{folder.name} ({k + 1}/{len(folders)}): seed {config.seed}, in {folder}")
             self.tokenizer = trainer.tokenizer
             results[k] = trainer.fit()
@@ -230,9 +246,7 @@ class _Runs:
     def side_by_side(self, train: ParallelCorpus, folders: list[Path], cases: ParallelCorpus | None,
                      results: dict[int, TrainResult]) -> None:
         """The runs in ``slots`` processes at once (side_by_side.py), the cores split among them."""
-        self.tokenizer = self.tokenizer or shared_tokenizer(train, self.tokenizer_config, self.world)
-        check_settings(self.model_config, self.config, self.tokenizer_config, self.world)  # settings that cannot
-        fresh_model(self.model_config, self.tokenizer)  # train are one line here, not one per process
+        self.ready(train)  # settings that cannot train are one line here, not one per process
         first = self.config.seed
         self.log(f"{len(folders)} members, seeds {first}..{first + len(folders) - 1}, {self.slots} at once, "
                  "decoded together as one ensemble")

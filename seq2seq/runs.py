@@ -18,9 +18,9 @@ from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, from_dict,
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import ParallelDataset
 from seq2seq.distributed import ONE_PROCESS, World
-from seq2seq.errors import ConfigError, checkpoint_fault
+from seq2seq.errors import ConfigError, DataError, checkpoint_fault
 from seq2seq.fast.precision import autocast_dtype
-from seq2seq.files import make_folder
+from seq2seq.files import PARTIAL, make_folder
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import RANK_SEED_STRIDE, Trainer
@@ -47,8 +47,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         raise ConfigError(f"--resume runs in one process, not under torchrun ({world.size} processes); "
                           "resume without torchrun, or start over with --overwrite")
     device = check_settings(model_config if init is None else None, train_config, tokenizer_config, world)
-    if world.is_main:
-        prepare_output_dir(output_dir, resume, overwrite)
+    world.outcome(lambda: check_output_dir(output_dir, resume, overwrite) if world.is_main else None)
     torch.manual_seed(train_config.seed)
     fingerprint = run_fingerprint(learn if learn is not None else train, dev)  # fine-tuning: its --train, not the mix
     payload = read_checkpoint(last) if resume else None
@@ -67,8 +66,9 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         model = fresh_model(model_config, tokenizer)
     if world.size > 1:  # same initial weights everywhere (DDP copies rank 0's too), then each its own dropout
         torch.manual_seed(train_config.seed + RANK_SEED_STRIDE * world.rank)
-    train_set = ParallelDataset(train.examples, tokenizer, model.config.max_source_length,
-                                train_config.max_target_length)
+    train_set = training_set(train, tokenizer, model.config.max_source_length, train_config)
+    if world.is_main:  # only once the run can start is an earlier one given up (--overwrite)
+        start_output_dir(output_dir, overwrite)
     start = copy.deepcopy(init[0]) if init is not None and learn else None  # before training moves init's weights
     trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world,
                       train if cases is None else cases, learn, start)
@@ -78,6 +78,17 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         best = trainer.selection.state["best_bleu"]
         log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {best:.2f})")
     return trainer
+
+
+def training_set(train: ParallelCorpus, tokenizer: Tokenizer, max_source_length: int,
+                 train_config: TrainConfig) -> ParallelDataset:
+    """The pairs a run learns from, or a DataError when there are none: every target over max_target_length
+    pieces (a log of long narratives) would make a run of no steps that saves an untrained model."""
+    train_set = ParallelDataset(train.examples, tokenizer, max_source_length, train_config.max_target_length)
+    if not len(train_set):
+        raise DataError(f"{train.path}: no pair to train on: all {len(train.examples):,} have a target over "
+                        f"{train_config.max_target_length} pieces (train.max_target_length)")
+    return train_set
 
 
 def run_fingerprint(train: ParallelCorpus, dev: ParallelCorpus) -> dict[str, Any]:
@@ -129,23 +140,30 @@ def fresh_model(model_config: ModelConfig, tokenizer: Tokenizer) -> Seq2Seq:
                                tgt_vocab_size=tokenizer.tgt_vocab_size))
 
 
-def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:
-    """Check OUTPUT_DIR against ``resume`` / ``overwrite`` (clearing it on overwrite) and create it."""
-    last = output_dir / "last.pt"
-    check_run_folder(output_dir, resume, overwrite, [last], [last])
+def check_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:
+    """A ConfigError unless OUTPUT_DIR may take this run (``check_run_folder``). A best.pt or metrics.jsonl without
+    last.pt is a run too: one killed while saving its first last.pt, or whose last.pt was deleted to save space."""
+    holds = [output_dir / name for name in ("last.pt", "best.pt", "metrics.jsonl")]
+    check_run_folder(output_dir, resume, overwrite, holds[:1], holds)
+
+
+def start_output_dir(output_dir: Path, overwrite: bool) -> None:
+    """Create OUTPUT_DIR, first clearing an earlier run from it on ``overwrite``: called once the new run's
+    tokenizer, model and data are ready, so that a run refused on the way leaves the earlier one as it was."""
     if overwrite:
         for name in ("best.pt", "last.pt", "metrics.jsonl"):
             (output_dir / name).unlink(missing_ok=True)
+        for partial in [*output_dir.glob(f".*{PARTIAL}"), *output_dir.glob(".*.pt.*.tmp")]:  # saves a kill cut
+            partial.unlink(missing_ok=True)  # short (files.replacing; .tmp: before 2026-11-28)
         averaging.forget(output_dir)  # weights an earlier run kept for averaging
     make_folder(output_dir)
 
 
 def shared_tokenizer(train: ParallelCorpus, config: TokenizerConfig, world: World) -> Tokenizer:
     """The tokenizer trained on ``train``: by rank 0 and sent to the others, so every process encodes alike."""
-    state = None
-    if world.is_main:
-        tokenizer = Tokenizer.train([e.source for e in train.examples], [e.target for e in train.examples], config)
-        if world.size == 1:
-            return tokenizer
-        state = tokenizer.state_dict()
-    return Tokenizer.from_state_dict(world.broadcast_object(state))
+    tokenizer = world.outcome(lambda: Tokenizer.train([e.source for e in train.examples],  # a refusal reaches all
+                                                      [e.target for e in train.examples], config)
+                              if world.is_main else None)
+    if world.size == 1:
+        return tokenizer
+    return Tokenizer.from_state_dict(world.broadcast_object(tokenizer.state_dict() if world.is_main else None))

@@ -18,6 +18,7 @@ from support import (
     TINY_PAIRS,
     TinyRun,
     assert_one_line_error,
+    file_states,
     run_cli,
     tiny_data,
     train_args,
@@ -114,6 +115,35 @@ def test_resume_and_overwrite_exclude_each_other(run, tmp_path):
     output_dir = tmp_path / "run"
     shutil.copytree(run.output_dir, output_dir)
     assert_one_line_error(run_cli(*train_args(run.data, output_dir, "--resume", "--overwrite")), "--resume")
+
+
+def test_a_folder_with_best_pt_but_no_last_pt_is_a_run_and_is_not_replaced_silently(run, tmp_path):
+    output_dir = tmp_path / "run"  # a run killed while saving its first last.pt, or one whose last.pt was deleted
+    shutil.copytree(run.output_dir, output_dir)
+    (output_dir / "last.pt").unlink()
+    before = file_states(output_dir / "best.pt", output_dir / "metrics.jsonl")
+    result = run_cli(*train_args(run.data, output_dir))
+    assert_one_line_error(result, f"{output_dir} already holds a training run (best.pt)", "--overwrite")
+    assert file_states(*before) == before
+
+
+@pytest.mark.parametrize("refused", [["--vocab-size", "5"], ["--attention", "luong-dot", "--encoder-hidden", "7"]])
+def test_overwrite_refused_on_the_way_leaves_the_earlier_run_as_it_was(run, tmp_path, refused):
+    output_dir = tmp_path / "run"
+    shutil.copytree(run.output_dir, output_dir)
+    before = file_states(*(output_dir / name for name in ("best.pt", "last.pt", "metrics.jsonl")))
+    result = run_cli(*train_args(run.data, output_dir, "--overwrite", *refused))
+    assert_one_line_error(result)
+    assert file_states(*before) == before
+
+
+def test_a_training_file_whose_every_target_is_too_long_is_refused_not_trained_for_no_steps(run, tmp_path):
+    config = json.loads(run.data.config.read_text(encoding="utf-8"))
+    config["train"] = {**config.get("train", {}), "max_target_length": 2}
+    (tmp_path / "short.json").write_text(json.dumps(config), encoding="utf-8")
+    result = run_cli(*train_args(run.data, tmp_path / "out"), "--config", str(tmp_path / "short.json"))
+    assert_one_line_error(result, f"{run.data.train}: no pair to train on: all ", "have a target over 2 pieces")
+    assert not (tmp_path / "out" / "best.pt").exists()
 
 
 def test_resume_continues_from_the_saved_step(resumed):

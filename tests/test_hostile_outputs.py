@@ -11,11 +11,13 @@ import json
 import os
 import pickle
 import shutil
+import stat
 
 import pytest
 from support import assert_one_line_error, file_states, run_cli, trained
 
 from seq2seq.checkpoint import read_checkpoint, save_atomic
+from seq2seq.files import write_atomic
 from seq2seq.recommender import Recommender
 from seq2seq.serving import destinations
 from seq2seq.serving import output as sinks
@@ -289,6 +291,33 @@ def test_feedback_export_under_a_file_names_the_output_it_was_asked_for(tmp_path
     result = run_cli("feedback", "export", "--db", str(tmp_path / "never-opened.sqlite"), "--output", str(output))
     assert_one_line_error(result, f"{tmp_path / 'ok.csv'}: is a file, but --output {output} needs it to be a folder")
     assert (tmp_path / "ok.csv").read_text(encoding="utf-8") == "keep\n"
+
+
+@pytest.mark.parametrize("command", ["export", "average"])
+def test_an_output_that_is_a_pipe_is_refused_and_stays_a_pipe(model, tmp_path, command):
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)  # as /dev/full or /dev/null: the rename would put a plain file where it was, as root too
+    args = (["feedback", "export", "--db", str(tmp_path / "never-opened.sqlite")] if command == "export"
+            else ["average", "--inputs", str(model), "--overwrite"])
+    result = run_cli(*args, "--output", str(pipe))
+    assert_one_line_error(result, f"{pipe}: is not a regular file (a device or a pipe)")
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)
+
+
+def test_a_replaced_file_keeps_its_mode_a_new_one_gets_the_umasks_and_a_link_points_at_the_new_content(tmp_path):
+    kept, fresh, target, link = (tmp_path / name for name in ("kept.txt", "fresh.txt", "target.txt", "link.txt"))
+    kept.write_text("old\n", encoding="utf-8")
+    kept.chmod(0o640)
+    target.write_text("old\n", encoding="utf-8")
+    link.symlink_to(target)
+    for path in (kept, fresh, link):
+        write_atomic(path, "new\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o640
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600: others may read a model
+    assert link.is_symlink() and target.read_text(encoding="utf-8") == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.txt", "kept.txt", "link.txt", "target.txt"]
 
 
 # -- average and ensemble --output ---------------------------------------------------------------------------

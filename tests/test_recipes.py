@@ -115,6 +115,17 @@ def test_resume_skips_finished_members_and_rebuilds_the_ensemble(recipe_run, tmp
     assert_one_line_error(again, "already holds a training run", "--resume")
 
 
+def test_a_recipe_refused_on_the_way_with_overwrite_leaves_the_earlier_ensemble_as_it_was(recipe_run, tmp_path):
+    root, data, config, _ = recipe_run
+    run = tmp_path / "run"
+    shutil.copytree(root / "run", run)
+    before = file_states(run / "best.pt", *(run / f"member-{k}" / name for k in (1, 2)
+                                             for name in ("best.pt", "last.pt", "result.json")))
+    result = run_cli(*train_args(data, run), "--config", str(config), "--overwrite", "--vocab-size", "5")
+    assert_one_line_error(result)
+    assert file_states(*before) == before
+
+
 @pytest.mark.parametrize("changed", [["--dropout", "0.5"], ["--seed", "3"]])
 def test_resume_refuses_members_that_finished_under_other_settings(recipe_run, tmp_path, changed):
     root, data, config, _ = recipe_run

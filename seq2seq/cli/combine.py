@@ -19,6 +19,7 @@ from seq2seq.cli.common import path_flag
 from seq2seq.combine import combine_checkpoints
 from seq2seq.corpus import read_parallel
 from seq2seq.errors import ConfigError, DataError
+from seq2seq.files import check_replaceable
 from seq2seq.serving.destinations import check_distinct
 
 MAX_INPUTS = 64
@@ -65,3 +66,4 @@ def check_output(output: Path, overwrite: bool) -> None:
         raise DataError(f"{output}: is a directory; --output needs a file name")
     if output.exists() and not overwrite:
         raise DataError(f"{output}: already exists; pass --overwrite to replace it")
+    check_replaceable(output)

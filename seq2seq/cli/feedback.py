@@ -11,7 +11,7 @@ from pathlib import Path
 
 from seq2seq.cli.common import path_flag
 from seq2seq.errors import DataError
-from seq2seq.files import make_folder, write_atomic
+from seq2seq.files import check_replaceable, make_folder, write_atomic
 from seq2seq.serving.destinations import check_distinct
 from seq2seq.serving.feedback import FeedbackStore, one_line
 
@@ -45,6 +45,7 @@ def run_export(args: argparse.Namespace) -> int:
                             f"({db}); choose another file")
     if output.is_dir():
         raise DataError(f"{output}: is a directory; --output needs a file name")
+    check_replaceable(output)
     check_distinct({}, {"--output": output}, None)  # a file where its folder should be, named with the output
     store = FeedbackStore(db, create=False)
     try:
