@@ -70,6 +70,9 @@ def _train_model(sentences: list[str], config: TokenizerConfig, side: str) -> by
             model_type=config.model_type,
             character_coverage=1.0,
             hard_vocab_limit=False,  # vocab_size is an upper bound; a small corpus gets fewer pieces
+            # SentencePiece leaves out, without a word, sentences over 4,192 bytes (its default): their words went
+            # missing from the vocabulary, and a corpus of only such rows failed with "INTERNAL: ... sentences_"
+            max_sentence_length=max(4192, max(len(sentence.encode("utf-8")) for sentence in sentences)),
             normalization_rule_name="identity",  # ``normalize`` has already run
             pad_id=PAD_ID,
             unk_id=UNK_ID,

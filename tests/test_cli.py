@@ -335,6 +335,20 @@ def test_evaluate_writes_the_hypotheses_it_scored(run, recommender, tmp_path):
     assert hypotheses.read_text(encoding="utf-8").splitlines() == recommender.translate([s for s, _ in TINY_PAIRS])
 
 
+def test_evaluate_hypotheses_keep_a_line_for_each_skipped_pair_so_they_line_up_with_the_targets(run, recommender,
+                                                                                                tmp_path):
+    sources, targets = tmp_path / "src.txt", tmp_path / "tgt.txt"
+    pairs = [*TINY_PAIRS[:2], ("", "replace pump"), TINY_PAIRS[2], ("fan speed low", ""), TINY_PAIRS[3]]
+    sources.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    targets.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    hypotheses = tmp_path / "hyp.txt"
+    result = run_cli("evaluate", "--model", str(run.best), "--data", str(sources), "--data-target", str(targets),
+                     "--hypotheses", str(hypotheses))
+    assert result.status == 0, result.stderr
+    kept = recommender.translate([s for s, _ in TINY_PAIRS[:4]])
+    assert hypotheses.read_text(encoding="utf-8").splitlines() == [*kept[:2], "", kept[2], "", kept[3]]
+
+
 # errors: one line, exit status 2, naming the file
 
 

@@ -69,6 +69,14 @@ def test_vocab_size_is_an_upper_bound_not_an_error_for_a_small_corpus():
     assert 4 < tokenizer.src_vocab_size <= 5000
 
 
+def test_rows_over_sentencepieces_default_4192_bytes_still_build_the_vocabulary():
+    long = [" ".join(["pump vibration high"] * 300) + f" zeta{k}ζ" for k in range(3)]  # about 6,000 bytes each
+    tokenizer = Tokenizer.train(long, ["replace pump"] * 3, TokenizerConfig(vocab_size=60))
+    assert UNK_ID not in tokenizer.encode_source("ζ")  # found only in the long rows
+    alongside = Tokenizer.train([*SOURCES, *long], [*TARGETS, "x", "y", "z"], TINY_TOKENIZER_CONFIG)
+    assert UNK_ID not in alongside.encode_source("ζ")
+
+
 def test_state_dict_holds_only_plain_types_and_survives_a_weights_only_load(tokenizer):
     state = tokenizer.state_dict()
 

@@ -10,12 +10,13 @@ from pathlib import Path
 
 from seq2seq.cli.common import path_flag, read_corpus
 from seq2seq.cli.translate import add_search_arguments, decode_workers, search_config, search_flags
+from seq2seq.corpus import ParallelCorpus
 from seq2seq.distributed import process_group
 from seq2seq.errors import DataError, write_error
 from seq2seq.evaluate import score_recommendations, selective_scores
 from seq2seq.fast.threads import one_core_workers
 from seq2seq.files import make_folder, open_binary
-from seq2seq.recommender import Recommender
+from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.serving.destinations import check_distinct
 
 
@@ -27,7 +28,8 @@ def add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--source-column")
     p.add_argument("--target-column")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--hypotheses", type=path_flag, help="also write the translations to this file")
+    p.add_argument("--hypotheses", type=path_flag, help="also write the translations to this file, one line per "
+                   "record of --data (empty for a pair skipped for an empty source or target)")
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -58,7 +60,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         make_folder(hypotheses.parent)
         try:
             with open_binary(hypotheses, "wb") as file:
-                file.write("".join(r.text + "\n" for r in recommendations).encode("utf-8"))
+                file.write(hypothesis_lines(corpus, recommendations).encode("utf-8"))
         except OSError as err:  # a full disk: opening is open_binary's, writing and closing are here
             raise write_error(hypotheses, err) from None
     if args.json:
@@ -70,3 +72,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
         for name, signature in scores.signature.items():
             print(f"  {name}: {signature}")
     return 0
+
+
+def hypothesis_lines(corpus: ParallelCorpus, recommendations: list[Recommendation]) -> str:
+    """One line per record of --data, in its order: a pair skipped for an empty source or target gets an empty
+    line, so that the file lines up with --data-target (or the data's own targets) as ``translate`` keeps every
+    line; it used to hold the scored pairs only, and every line after a skipped one sat against another's."""
+    texts = {example.line: r.text for example, r in zip(corpus.examples, recommendations, strict=True)}
+    texts.update((line, "") for line, _ in corpus.skipped)
+    return "".join(texts[line] + "\n" for line in sorted(texts))
