@@ -31,6 +31,10 @@ import time
 from datetime import date
 from pathlib import Path
 
+from seq2seq.cli import run_script
+from seq2seq.config import SearchConfig
+from seq2seq.config_file import load_config_file
+
 ROOT = Path(__file__).resolve().parent.parent
 MAINTNET = ROOT.parent / "shared" / "data" / "maintnet"
 
@@ -155,7 +159,8 @@ def main() -> int:
     if not 1 <= size <= len(args.seeds):
         p.error(f"--ensemble-size must be in [1, {len(args.seeds)}] (the seeds given), got {size}")
     windows = [args.seeds[i:i + size] for i in range(len(args.seeds) - size + 1)]
-    base = json.loads(Path(args.base).read_text())
+    SearchConfig(beam_size=args.beam, beam_patience=args.beam_patience)  # a bad search refused before the training
+    base = load_config_file(args.base)
     variants = [parse_variant(v) for v in args.variant]
     results = {name: [train_and_score(name, merged(base, o), s, args) for s in args.seeds] for name, o in variants}
     first = results[variants[0][0]]
@@ -181,4 +186,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "ablate_maintnet"))

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from seq2seq.cli import run_script
 from seq2seq.config import RulConfig, from_dict
 from seq2seq.config_file import load_config_file
 from seq2seq.rul.cmapss import read_cmapss
@@ -149,4 +150,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "ablate_rul"))

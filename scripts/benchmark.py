@@ -49,6 +49,7 @@ from torch.utils.data import DataLoader
 from torch.utils.flop_counter import FlopCounterMode
 
 from seq2seq.attention import ATTENTION_NAMES, is_luong
+from seq2seq.cli import run_script
 from seq2seq.cli.train import configs
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
@@ -389,4 +390,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "benchmark"))

@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # gradio_app.py lives at the repository root
 
 import gradio_app  # noqa: E402
+from seq2seq.cli import run_script  # noqa: E402
 from seq2seq.config import SearchConfig  # noqa: E402
 from seq2seq.recommender import Recommender  # noqa: E402
 from seq2seq.serving.smoke import free_port  # noqa: E402
@@ -144,4 +145,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "benchmark_app"))

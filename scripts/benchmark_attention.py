@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from seq2seq.attention import ATTENTION_NAMES
+from seq2seq.cli import run_script
 from seq2seq.cli.train import configs
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
@@ -123,4 +124,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "benchmark_attention"))

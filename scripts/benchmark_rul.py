@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from seq2seq.cli import run_script
 from seq2seq.config import RulConfig
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.evaluate import evaluate_windows, phm08_score, rmse
@@ -59,4 +60,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "benchmark_rul"))

@@ -44,6 +44,8 @@ from sacrebleu.metrics import BLEU
 from sklearn.model_selection import KFold
 
 from seq2seq.checkpoint import load_model, save_atomic
+from seq2seq.cli import run_script
+from seq2seq.cli.common import whole_number
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.data import source_batch
@@ -255,7 +257,7 @@ def main() -> int:
     p.add_argument("--target-column")
     p.add_argument("--in-scope", help="alerts about the catalog's equipment, one per line")
     p.add_argument("--out-of-scope", nargs="+", default=[], help="alerts the translator should refuse, one per line")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=whole_number(1, 1000), default=5)
     args = p.parse_args()
     torch.set_num_threads(1)  # like the UI's decoding worker; timings comparable run to run
     read = lambda path: read_parallel(path, args.source_column, args.target_column)  # noqa: E731
@@ -281,4 +283,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "benchmark_trust"))

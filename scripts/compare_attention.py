@@ -28,6 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from sacrebleu.significance import PairedTest, Result
 
+from seq2seq.cli import run_script
+from seq2seq.cli.common import whole_number
+from seq2seq.cli.translate import MAX_BATCH_SIZE
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.errors import Seq2SeqError
@@ -74,11 +77,16 @@ def report(systems: list[System], corpus: ParallelCorpus, config: SearchConfig, 
            results: dict[str, list[Result]]) -> dict:
     models = []
     for i, system in enumerate(systems):
-        entry = {"model": system.model, "attention": system.attention, "ter": system.scores.ter}
+        # the same answers as the baseline's: sacrebleu's p is then its floor, 1 / (samples + 1), which reads
+        # as a significant difference between two copies of one model
+        same = i > 0 and system.hypotheses == systems[0].hypotheses
+        entry = {"model": system.model, "attention": system.attention, "ter": system.scores.ter,
+                 "same_output_as_baseline": same}
         for key in TESTED:
             result = results[key][i]
+            p_value = None if result.p_value is None else 1.0 if same else float(result.p_value)
             entry[key] = {"score": getattr(system.scores, key), "mean": float(result.mean), "ci": float(result.ci),
-                          "p_value": None if result.p_value is None else float(result.p_value)}
+                          "p_value": p_value}
         models.append(entry)
     return {"data": corpus.path, "n": len(corpus.examples), "beam_size": config.beam_size,
             "length_penalty": config.length_penalty, "beam_patience": config.beam_patience,
@@ -93,8 +101,8 @@ def format_table(summary: dict) -> str:
         bleu, chrf = entry["bleu"], entry["chrf"]
         rows.append((entry["model"], entry["attention"], f"{bleu['score']:.2f} ± {bleu['ci']:.2f}",
                      f"{chrf['score']:.2f} ± {chrf['ci']:.2f}", f"{entry['ter']:.2f}",
-                     "baseline" if bleu["p_value"] is None else f"{bleu['p_value']:.4f}",
-                     "baseline" if chrf["p_value"] is None else f"{chrf['p_value']:.4f}"))
+                     *("baseline" if entry[key]["p_value"] is None else "1 (same output)"
+                       if entry["same_output_as_baseline"] else f"{entry[key]['p_value']:.4f}" for key in TESTED)))
     widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
@@ -118,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--length-penalty", type=float, default=1.0, help="GNMT's alpha (default 1.0)")
     parser.add_argument("--beam-patience", type=float, default=1.0,
                         help="a beam ends once beam size x this many answers have finished (default 1.0)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=whole_number(1, MAX_BATCH_SIZE), default=64)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return parser
@@ -142,4 +150,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "compare_attention"))

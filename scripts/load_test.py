@@ -56,6 +56,7 @@ from starlette.middleware import Middleware
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from seq2seq.cli import run_script  # noqa: E402
 from seq2seq.config import SearchConfig  # noqa: E402
 from seq2seq.recommender import Recommender  # noqa: E402
 from seq2seq.serving.gate import ServiceGate  # noqa: E402
@@ -339,4 +340,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "load_test"))

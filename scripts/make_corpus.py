@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from seq2seq import catalog
+from seq2seq.cli import run_script
 
 SEED = 2024
 VARIANTS = 18  # sources per meaning, the canonical alert included
@@ -234,4 +235,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "make_corpus"))

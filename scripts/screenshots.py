@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # gradio_app.py lives at the repository root
 
 import gradio_app  # noqa: E402
+from seq2seq.cli import run_script  # noqa: E402
 from seq2seq.rul.monitor import EngineMonitor  # noqa: E402
 from seq2seq.serving.defaults import bundled_engines, default_rul_model, default_translator, load_translators  # noqa: E402
 from seq2seq.serving.smoke import free_port  # noqa: E402
@@ -118,4 +119,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "screenshots"))

@@ -16,6 +16,7 @@ import time
 from datetime import date
 from pathlib import Path
 
+from seq2seq.cli import run_script
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.evaluate import score_corpus
@@ -35,12 +36,12 @@ def main() -> int:
     p.add_argument("--length-penalties", type=float, nargs="+", default=[0.6, 0.8, 1.0, 1.2, 1.5])
     p.add_argument("--beam-patiences", type=float, nargs="+", default=[1.0])
     args = p.parse_args()
+    settings = [SearchConfig(beam_size=b, length_penalty=lp, beam_patience=patience) for b in args.beams
+                for lp in (args.length_penalties if b > 1 else [1.0])
+                for patience in (args.beam_patiences if b > 1 else [1.0])]  # checked before anything is read
     dev = read_parallel(args.dev, args.source_column, args.target_column)
     sources, references = [e.source for e in dev.examples], [e.target for e in dev.examples]
     recommender = Recommender.from_checkpoint(args.model)
-    settings = [SearchConfig(beam_size=b, length_penalty=lp, beam_patience=patience) for b in args.beams
-                for lp in (args.length_penalties if b > 1 else [1.0])
-                for patience in (args.beam_patiences if b > 1 else [1.0])]
     print(f"{args.model} on {args.dev} ({len(sources)} pairs), {date.today()}; stored default: "
           f"beam {recommender.search.beam_size}, length penalty {recommender.search.length_penalty}, "
           f"beam patience {recommender.search.beam_patience}")
@@ -66,4 +67,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main, "tune_search"))

@@ -166,6 +166,8 @@ class Recommender:
         """Decoded recommendations in input order (no candidates for an unanswered alert), judged with
         ``similar`` past cases unless None, by the workers between their batches (``_decode_batches``): a file
         job's look-up then runs beside the decoding, not after it."""
+        if batch_size < 1:  # range(0, n, -3) is empty: every alert would come back unanswered, without a word
+            raise ConfigError(f"batch size must be at least 1, got {batch_size}")
         config = config or self.search
         encoded = [self.encode(alert) for alert in alerts]
         results: list[Recommendation | None] = [None] * len(alerts)

@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,35 @@ def test_missing_data_file_is_a_one_line_error_with_status_2(compare, runs, tmp_
     status, _, stderr = run_script(compare, "--data", str(missing), str(runs[0].best))
     assert status == 2
     assert stderr.splitlines() == [f"compare_attention: error: {missing}: file not found"]
+
+
+def test_a_copy_of_the_baseline_gives_the_same_output_with_p_1_not_sacrebleus_floor(compare, runs, summary,
+                                                                                     tmp_path):
+    copy = tmp_path / "copy.pt"
+    shutil.copy(runs[0].best, copy)
+    status, stdout, stderr = run_script(compare, "--data", str(runs[0].data.dev), "--json", str(runs[0].best),
+                                        str(copy))
+    assert status == 0, stderr
+    entry = json.loads(stdout)["models"][1]
+    assert entry["same_output_as_baseline"] and entry["bleu"]["p_value"] == entry["chrf"]["p_value"] == 1.0
+    assert not summary["models"][1]["same_output_as_baseline"]
+    status, stdout, _ = run_script(compare, "--data", str(runs[0].data.dev), str(runs[0].best), str(copy))
+    assert stdout.splitlines()[3].count("1 (same output)") == 2
+
+
+@pytest.mark.parametrize(("script", "flag"), [("tune_search", "--model"), ("benchmark_trust", "--translator")])
+def test_a_script_given_a_missing_model_says_so_in_one_line_not_a_traceback(runs, tmp_path, script, flag):
+    missing = tmp_path / "missing.pt"
+    extra = ["--train", str(runs[0].data.train)] if script == "benchmark_trust" else []
+    process = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), flag, str(missing),
+                              "--dev", str(runs[0].data.dev), *extra], capture_output=True, text=True, timeout=300)
+    assert (process.returncode, process.stderr.splitlines()) == (2, [f"{script}: error: {missing}: checkpoint not "
+                                                                     "found"])
+
+
+def test_a_batch_size_below_1_is_refused_not_answered_with_nothing(compare, runs):
+    status, _, stderr = run_script(compare, "--data", str(runs[0].data.dev), "--batch-size", "-3", str(runs[0].best))
+    assert status == 2 and "--batch-size" in stderr
 
 
 @pytest.mark.slow

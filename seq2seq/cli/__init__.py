@@ -13,7 +13,7 @@ import contextlib
 import gc
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TextIO
 
 from seq2seq.cli.combine import add_combine_parsers, run_combine
@@ -109,10 +109,21 @@ class NamedStdout:
             raise OSError(err.errno, err.strerror or str(err), "stdout") from err
 
 
-def _error(message: str) -> int:
+def run_script(main: Callable[[], int], name: str) -> int:
+    """A script's ``main()`` under the command line's rule for bad input: a Seq2SeqError (a missing file, a
+    value out of range) or an OSError is one line, ``NAME: error: ...``, with exit status 2, not a traceback."""
+    try:
+        return main()
+    except Seq2SeqError as err:
+        return _error(str(err), name)
+    except OSError as err:
+        return _error(_os_problem(err), name)
+
+
+def _error(message: str, program: str = "seq2seq") -> int:
     # One write, newline included: processes of one torchrun job share stderr, unbuffered there, and a
     # separate write of the newline let two processes' lines run together.
-    sys.stderr.write(f"seq2seq: error: {message}\n")
+    sys.stderr.write(f"{program}: error: {message}\n")
     sys.stderr.flush()
     return 2
 
