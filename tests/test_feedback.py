@@ -234,6 +234,48 @@ def test_export_never_writes_over_the_database(filled, suffix):
     assert file_states(filled.path, target) == before
 
 
+def test_export_never_writes_over_the_database_through_a_link_to_it(filled, tmp_path):
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(filled.path)
+    wal = filled.path.with_name(filled.path.name + "-wal")
+    before = file_states(filled.path, wal)
+    result = run_cli("feedback", "export", "--db", str(link), "--output", str(wal))
+    assert_one_line_error(result, "--output is the feedback database -wal")
+    assert file_states(filled.path, wal) == before
+
+
+def test_stats_and_export_read_without_writing_or_waiting_for_a_writer(filled, tmp_path):
+    writer = sqlite3.connect(filled.path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # a write transaction held open, as an app mid-post holds one
+    writer.execute("INSERT INTO feedback (time, alert, recommendation, verdict, correction, technician) "
+                   "VALUES ('t', 'a', 'r', 'right', '', '')")
+    paths = [filled.path.with_name(filled.path.name + suffix) for suffix in ("", "-wal")]
+    before = file_states(*paths)
+    started = time.monotonic()
+    stats = run_cli("feedback", "stats", "--db", str(filled.path), "--json")
+    exported = run_cli("feedback", "export", "--db", str(filled.path), "--output", str(tmp_path / "o.tsv"))
+    assert stats.status == exported.status == 0, stats.stderr + exported.stderr
+    assert time.monotonic() - started < 20  # the writer's lock is no reader's business (it waited 30 s)
+    assert json.loads(stats.stdout)["records"] == 4  # what was committed
+    assert file_states(*paths) == before
+    writer.execute("ROLLBACK")
+    writer.close()
+
+
+def test_stats_of_an_sqlite_file_without_tables_counts_nothing_and_leaves_it_as_it_was(tmp_path):
+    path = tmp_path / "empty.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE gone (x)")
+    db.execute("DROP TABLE gone")  # a real SQLite file, with pages and no table: it used to get a feedback table
+    db.commit()
+    db.close()
+    before = file_states(path)
+    result = run_cli("feedback", "stats", "--db", str(path), "--json")
+    assert result.status == 0, result.stderr
+    assert json.loads(result.stdout)["records"] == 0
+    assert file_states(path) == before and before[path]
+
+
 def test_export_of_a_missing_database_is_a_one_line_error_and_creates_nothing(tmp_path):
     result = run_cli("feedback", "export", "--db", str(tmp_path / "none.sqlite"), "--output", str(tmp_path / "o.tsv"))
     assert_one_line_error(result, "none.sqlite", "not found")

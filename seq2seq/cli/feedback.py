@@ -37,8 +37,9 @@ def run_feedback(args: argparse.Namespace) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     db, output = Path(args.db), Path(args.output)
+    real = Path(os.path.realpath(db))  # SQLite keeps its files beside the file a link names
     for suffix in SIDECARS:  # checked before the database is opened: a refused export changes nothing
-        sidecar = db.with_name(db.name + suffix)
+        sidecar = real.with_name(real.name + suffix)
         if os.path.realpath(output) == os.path.realpath(sidecar) or (
                 output.exists() and sidecar.exists() and output.samefile(sidecar)):
             raise DataError(f"{output}: --output is the feedback database{' ' + suffix if suffix else ''} "

@@ -20,22 +20,21 @@ holding other tables, is refused rather than altered.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
-from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 
 from seq2seq.errors import CONTROLS, DataError, shown, typed_text_fault
 from seq2seq.files import utf8_fault
-from seq2seq.recommender import Recommendation
 
 VERDICTS = ("right", "wrong")
 MAX_TEXT = 10_000  # characters of an alert, recommendation or correction
 MAX_NAME = 200  # characters of a technician's name
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's lock before giving up
-SHOWN_KEPT = 10_000  # recent recommendations an app remembers, to store the score and trust feedback refers to
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # version 1
@@ -150,6 +149,9 @@ class FeedbackStore:
         if not create and self.path.stat().st_size == 0:  # SQLite would take it for a new database and write to it
             raise DataError(f"{path}: empty file, not a feedback database")
         self._lock = threading.Lock()  # one connection shared by the app's worker threads
+        if not create:
+            self._db = self._read_only()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: each INSERT commits by itself; migrations open their own transaction.
@@ -171,6 +173,39 @@ class FeedbackStore:
         except sqlite3.DatabaseError as err:
             self._db.close()
             raise DataError(f"{path}: not a feedback database ({err})") from None
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _read_only(self) -> sqlite3.Connection:
+        """A connection that reads the file and never writes it (``seq2seq feedback stats`` and ``export``): no
+        journal mode set, no lock taken, so a read-only copy or a file another process is writing reads at once.
+        A folder this user cannot write (no shared-memory file for WAL) is read as an immutable file; an older
+        schema is brought up to date in a copy in memory."""
+        uri = f"file:{quote(os.path.realpath(self.path))}?mode=ro"
+        try:
+            try:
+                version = self._open(uri)
+            except sqlite3.OperationalError:
+                version = self._open(uri + "&immutable=1")
+            if version < SCHEMA_VERSION:
+                memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                self._db.backup(memory)
+                self._db.close()
+                self._db = memory
+                self._migrate()
+            return self._db
+        except sqlite3.OperationalError as err:
+            raise DataError(f"{self.path}: cannot read the feedback database ({err})") from None
+        except sqlite3.DatabaseError as err:
+            raise DataError(f"{self.path}: not a feedback database ({err})") from None
+
+    def _open(self, uri: str) -> int:
+        """``self._db`` connected to ``uri``, and the schema version (``_version``); on an error, closed again."""
+        self._db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                   check_same_thread=False)
+        try:
+            return self._version()
         except BaseException:
             self._db.close()
             raise
@@ -263,26 +298,3 @@ class FeedbackStore:
                 "translators": len({r.shown.translator for r in records if r.shown.translator}),
                 "technicians": len({f.technician.strip() for f in feedback if f.technician.strip()}),
                 "first": records[0].time if records else None, "last": records[-1].time if records else None}
-
-
-class ShownRecommendations:
-    """The recommendations an app recently showed, so that feedback on one (which names only its alert and
-    text, as /feedback's inputs do) is stored with the translator, score and trust it was shown with.
-    The SHOWN_KEPT most recent, the latest showing of an (alert, text) pair winning; thread-safe."""
-
-    def __init__(self, kept: int = SHOWN_KEPT) -> None:
-        self.kept, self._shown, self._lock = kept, OrderedDict(), threading.Lock()
-
-    def remember(self, translator: str, recommendations: list[Recommendation]) -> None:
-        with self._lock:
-            for r in recommendations:
-                if r.candidates:
-                    key = (r.alert.strip(), r.text.strip())
-                    self._shown[key] = Shown(translator, r.score, r.trust, r.verdict)
-                    self._shown.move_to_end(key)
-            while len(self._shown) > self.kept:
-                self._shown.popitem(last=False)
-
-    def get(self, feedback: Feedback) -> Shown | None:
-        with self._lock:
-            return self._shown.get((feedback.alert.strip(), feedback.recommendation.strip()))

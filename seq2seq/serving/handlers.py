@@ -30,7 +30,7 @@ from seq2seq.serving.batch import translate_file
 from seq2seq.serving.batcher import MicroBatcher, retry_after
 from seq2seq.serving.decoder_process import DecoderProcess
 from seq2seq.serving.destinations import model_digest
-from seq2seq.serving.feedback import Feedback, FeedbackStore, ShownRecommendations
+from seq2seq.serving.feedback import Feedback, FeedbackStore
 from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
 from seq2seq.serving.gate import Refused
 from seq2seq.serving.incident_log import read_columns
@@ -43,6 +43,7 @@ from seq2seq.serving.requests import (
     user_errors,
     whole_number,
 )
+from seq2seq.serving.shown import ShownRecommendations
 from seq2seq.trust import as_shown
 
 MAX_ALERTS, MAX_CHARS = 50, 10_000  # per /recommend request; files go to the Batch tab
