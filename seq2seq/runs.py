@@ -44,8 +44,9 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     output_dir = Path(output_dir)
     last = output_dir / "last.pt"
     if resume and world.size > 1:
-        raise ConfigError(f"--resume runs in one process, not under torchrun ({world.size} processes); "
-                          "resume without torchrun, or start over with --overwrite")
+        raise ConfigError(f"--resume runs in one process, not under torchrun ({world.size} processes): a run trained "
+                          "in one process resumes without torchrun; a run trained under torchrun cannot be resumed, "
+                          "start it over with --overwrite")
     device = check_settings(model_config if init is None else None, train_config, tokenizer_config, world)
     world.outcome(lambda: check_output_dir(output_dir, resume, overwrite) if world.is_main else None)
     torch.manual_seed(train_config.seed)
@@ -67,11 +68,11 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     if world.size > 1:  # same initial weights everywhere (DDP copies rank 0's too), then each its own dropout
         torch.manual_seed(train_config.seed + RANK_SEED_STRIDE * world.rank)
     train_set = training_set(train, tokenizer, model.config.max_source_length, train_config)
-    if world.is_main:  # only once the run can start is an earlier one given up (--overwrite)
-        start_output_dir(output_dir, overwrite)
     start = copy.deepcopy(init[0]) if init is not None and learn else None  # before training moves init's weights
     trainer = Trainer(model, tokenizer, train_set, dev, train_config, output_dir, device, log, world,
                       train if cases is None else cases, learn, start)
+    if world.is_main:  # only once the run can start is an earlier one given up (--overwrite)
+        start_output_dir(output_dir, overwrite)
     trainer.fingerprint = fingerprint  # a resumed run written before runs recorded their data records it from now on
     if payload is not None:
         trainer.load_training_state(payload["training_state"])

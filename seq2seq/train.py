@@ -34,6 +34,7 @@ from seq2seq.config import TrainConfig
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import Batch, ParallelDataset, TokenBatchSampler, collate, drop_source_pieces
 from seq2seq.distributed import ONE_PROCESS, World
+from seq2seq.errors import DataError
 from seq2seq.evaluate import fit_case_memory
 from seq2seq.model import Seq2Seq
 from seq2seq.optimizer import TrainStep
@@ -79,6 +80,10 @@ class Trainer:
         self.forcing_generator = torch.Generator().manual_seed(config.seed + 2 + RANK_SEED_STRIDE * world.rank)
         self.sampler = TokenBatchSampler(train_set.batch_lengths(), config.batch_tokens, shuffle=True,
                                          generator=self.batch_generator)
+        if len(self.sampler) < world.size:  # each process would take no step, and the run would pass for trained
+            raise DataError(f"{len(train_set):,} training pairs make {len(self.sampler)} batches of at most "
+                            f"{config.batch_tokens} target tokens, fewer than the {world.size} processes: each would "
+                            "train no step; run in fewer processes, or with smaller train.batch_tokens")
         self.state: dict[str, Any] = {"epoch": 0, "batches_done": 0, "step": 0, "bad_validations": 0,
                                       "train_tokens": 0, "train_seconds": 0.0}
         self.epoch_start_generator = self.batch_generator.get_state()

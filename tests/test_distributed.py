@@ -126,6 +126,29 @@ def test_resume_is_refused_under_torchrun(ddp_run, tmp_path):
                       world=World(rank=0, local_rank=0, size=PROCESSES))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["existing-run", "one-batch"])
+def test_a_start_refused_under_torchrun_ends_every_process_with_the_same_line(ddp_run, tmp_path, case):
+    """An existing run in OUTPUT_DIR (checked by rank 0: rank 1 died in a gloo broadcast), or fewer batches
+    in an epoch than processes (each would train no step and the run would pass for trained)."""
+    data, output_dir, _ = ddp_run
+    run = tmp_path / "run"
+    if case == "existing-run":
+        shutil.copytree(output_dir, run)
+        argv = train_args(data, run)
+    else:
+        one = tmp_path / "one.tsv"
+        one.write_text(tsv(TINY_PAIRS[:1]), encoding="utf-8")
+        argv = [*train_args(data, run), "--train", str(one)]
+    before = file_states(*(run / name for name in ("best.pt", "last.pt", "metrics.jsonl")))
+    result = torchrun(tmp_path, *argv)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("seq2seq: error: ")]
+    assert len(errors) == PROCESSES and len(set(errors)) == 1, result.stderr
+    assert ("already holds a training run" if case == "existing-run" else "fewer than the 2 processes") in errors[0]
+    assert "Traceback" not in result.stderr.split("torch/distributed/elastic")[0]  # before torchrun's own report
+    assert file_states(*before) == before
+
+
 # Translating a file
 
 
