@@ -15,7 +15,7 @@ from seq2seq.config import SearchConfig
 from seq2seq.errors import DataError
 from seq2seq.recommender import Recommender
 from seq2seq.serving.batch import BatchSummary, translate_file
-from seq2seq.serving.destinations import record_path
+from seq2seq.serving.destinations import part_path, record_path
 
 JUDGED = ["trust", "verdict", "similar_action"]  # how far to trust each row (seq2seq.trust)
 LONG_ALERT = " ".join(["compressor temperature high"] * 4)  # over MAX_SOURCE_LENGTH pieces
@@ -290,6 +290,20 @@ def test_interrupted_job_resumed_gives_exactly_the_bytes_of_an_uninterrupted_run
     summary = translate_file(recommender, source, part, chunk_rows=2, resume=True, batch_size=1)
     assert part.read_bytes() == whole.read_bytes()
     assert (summary.skipped_resume, summary.rows) == (4, len(LOG_ALERTS) - 4)
+
+
+def test_a_resume_in_one_process_deletes_the_parts_a_killed_split_job_left_once_it_has_finished(recommender,
+                                                                                                 tmp_path):
+    source, output, attention = csv_input(tmp_path), tmp_path / "out.csv", tmp_path / "att.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        translate_file(recommender, source, output, chunk_rows=2, attention_out=attention, progress=stop_after(2))
+    parts = [part_path(path, k) for path in (output, attention) for k in (1, 2)]  # rows the resume translates again
+    for part in parts:
+        part.write_text("rows of process k\n", encoding="utf-8")
+    other = tmp_path / ".out.part9.csv"  # no part of a two- or three-process job: not ours to delete
+    other.write_text("keep\n", encoding="utf-8")
+    translate_file(recommender, source, output, chunk_rows=2, attention_out=attention, resume=True)
+    assert not any(part.exists() for part in parts) and other.read_text(encoding="utf-8") == "keep\n"
 
 
 @pytest.mark.slow

@@ -218,6 +218,21 @@ def test_a_destination_refused_by_rank_0_ends_every_process_with_the_same_line(t
     assert sorted(path.name for path in tmp_path.iterdir()) == ["alerts.tsv"]  # no part, output or record
 
 
+@pytest.mark.slow
+def test_an_input_where_a_process_would_write_its_part_is_refused_before_anything_is_deleted(tmp_path_factory,
+                                                                                            tmp_path):
+    model = trained(tmp_path_factory.getbasetemp()).best
+    source = tmp_path / ".out.part1.tsv"  # where process 1 writes its share of out.tsv
+    source.write_text(tsv(TINY_PAIRS[:4], ("alert", "id")), encoding="utf-8")
+    before = file_states(source)
+    result = torchrun(tmp_path, "translate", "--model", str(model), "--input", source.name, "--column", "alert",
+                      "--output", "out.tsv")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("seq2seq: error: ")]
+    assert len(errors) == PROCESSES and len(set(errors)) == 1, result.stderr
+    assert "is --input, and a process of this job writes its share of" in errors[0]
+    assert file_states(source) == before
+
+
 def test_closing_the_group_first_frees_a_ddp_model_left_as_cyclic_garbage(tmp_path):
     """A trainer and its DDP model refer to each other, so the model outlives its function until a collection.
     Freed only at the interpreter's exit, after the group, it tore Gloo's threads down mid-finalisation and the

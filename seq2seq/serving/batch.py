@@ -50,6 +50,7 @@ from seq2seq.serving.destinations import (
     check_distinct,
     check_resumable,
     claim_new,
+    forget_parts,
     job_record,
     record_path,
 )
@@ -195,6 +196,10 @@ class FileJob:
                                                                                           progress, part is None)
             except OSError as err:  # writing the header
                 raise _stopped(_unwritten(err, output_path), 0, True, part is None) from None
+        if resume:  # what a killed split job left beside the output this job has now finished
+            for path in (output_path, self.attention_out):
+                if path is not None:
+                    forget_parts(path)
         return BatchSummary(done - skipped, translated, errors, skipped, time.monotonic() - started, warned,
                             out_of_scope)
 

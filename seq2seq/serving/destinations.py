@@ -36,6 +36,21 @@ RECORD_VERSION = 1
 _HEATMAP_NAME = re.compile(r"row_\d+\.png(\.partial)?")
 
 
+def part_path(path: Path, index: int) -> Path:
+    """Where process ``index`` of a job split by torchrun writes its part of ``path`` (``serving.sharding``):
+    process 0 writes ``path`` itself."""
+    return path if index == 0 else path.with_name(f".{path.stem}.part{index}{path.suffix}")
+
+
+def forget_parts(path: Path) -> None:
+    """Delete the parts of ``path`` a killed split job left, once a job in one process has finished it: they hold
+    rows that job translated again."""
+    index = 1
+    while (part := part_path(path, index)).is_file():
+        part.unlink()
+        index += 1
+
+
 def record_path(output: Path) -> Path:
     """Where the record of the job writing ``output`` lives."""
     return output.with_name(output.name + ".job.json")

@@ -15,15 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from seq2seq.distributed import World
-from seq2seq.errors import ConfigError
+from seq2seq.errors import ConfigError, DataError, Seq2SeqError
 from seq2seq.files import open_binary
 from seq2seq.serving.batch import BatchSummary, FileJob
+from seq2seq.serving.destinations import part_path
 from seq2seq.serving.incident_log import count_rows, open_log
-
-
-def part_path(path: Path, index: int) -> Path:
-    """Where process ``index`` of a split job writes its part of ``path``: process 0 writes ``path`` itself."""
-    return path if index == 0 else path.with_name(f".{path.stem}.part{index}{path.suffix}")
 
 
 def merge_parts(path: Path, count: int) -> None:
@@ -48,25 +44,40 @@ def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | 
         total = count_rows(file, job.input_format)
     destinations = [path for path in (job.output_path, job.attention_out) if path is not None]
 
-    def prepare() -> None:
+    parts = [part_path(path, world.rank) for path in destinations] if not world.is_main else []
+
+    def claim() -> None:
         if world.is_main:
             job.claim(resume=False)
-        else:
-            for path in destinations:
-                part_path(path, world.rank).unlink(missing_ok=True)  # left by a killed job
+            for path in destinations:  # a part is scratch a job deletes: never the input
+                clash = next((part for part in (part_path(path, k) for k in range(1, world.size))
+                              if part.exists() and part.samefile(job.input_path)), None)
+                if clash is not None:
+                    raise DataError(f"{clash}: is --input, and a process of this job writes its share of {path} "
+                                    "there; rename the input")
+
+    def clear() -> None:
+        for part in parts:
+            part.unlink(missing_ok=True)  # left by a killed job
 
     def merge() -> None:
         if world.is_main:
             for path in destinations:
                 merge_parts(path, world.size)
 
-    # Each step is a World.outcome: nobody writes before rank 0 has claimed the destinations, rank 0 merges
-    # only whole parts, and a refusal on one process (a destination, a malformed row) ends every process.
-    world.outcome(prepare)
+    # Each step is a World.outcome: nothing is deleted or written before rank 0 has claimed the destinations,
+    # rank 0 merges only whole parts, and a refusal on one process (a destination, a malformed row) ends every
+    # process, each deleting its part (a split job is resumed in one process, from the output alone).
+    world.outcome(claim)
+    world.outcome(clear)
     attention = part_path(job.attention_out, world.rank) if job.attention_out is not None else None
     mine = dataclasses.replace(job, output_path=part_path(job.output_path, world.rank), attention_out=attention)
-    summary = world.outcome(lambda: mine.run(progress=progress, part=world.share(total, job.chunk_rows),
-                                             header=world.is_main))
+    try:
+        summary = world.outcome(lambda: mine.run(progress=progress, part=world.share(total, job.chunk_rows),
+                                                 header=world.is_main))
+    except Seq2SeqError:
+        clear()
+        raise
     world.outcome(merge)
     rows, translated, errors, warned, out_of_scope = (
         int(world.sum(count)) for count in
