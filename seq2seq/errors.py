@@ -5,6 +5,8 @@ Every message names the problem and where it is (file, line, column or key), e.g
 """
 
 import re
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -87,3 +89,25 @@ def checkpoint_fault() -> Iterator[None]:
         yield
     except ConfigError as err:
         raise CheckpointError(str(err)) from None
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, ``docker stop``, a scheduler), raised as Ctrl-C is so that what Ctrl-C keeps is kept:
+    a training run saves last.pt, a file job its written rows (``terminate_as_interrupt``)."""
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` in the main thread for the duration (elsewhere, nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

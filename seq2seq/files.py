@@ -33,7 +33,9 @@ import csv
 import hashlib
 import os
 import re
+import signal
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +82,30 @@ def write_atomic(path: Path, text: str) -> None:
         file.write(text.encode("utf-8"))
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C or SIGTERM arriving in the block takes effect when it ends: a checkpoint cut inside ``torch.save``
+    raised torch's own RuntimeError ("unexpected pos ...") in place of the KeyboardInterrupt that saves last.pt.
+    Only the main thread sets handlers; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.signal(number, lambda number, frame: caught.append(number)) for number in held}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if caught:  # as it would have been handled: KeyboardInterrupt, Terminated, or the default (the end)
+            handler = previous[caught[0]]
+            if callable(handler):
+                handler(caught[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), caught[0])
+
+
 def check_replaceable(path: Path) -> Path:
     """The file that writing ``path`` replaces (a link followed), or a DataError when it is there and is not a
     regular file: checked before a command's work, so that it is refused at once."""
@@ -106,12 +132,13 @@ def replacing(path: Path) -> Iterator[BinaryIO]:
     except OSError as err:
         raise write_error(path, err) from None
     try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as file:
-            yield file
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, target)
+        with signals_held():
+            os.fchmod(fd, mode)
+            with os.fdopen(fd, "wb") as file:
+                yield file
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(partial, target)
     except BaseException as err:
         Path(partial).unlink(missing_ok=True)
         if isinstance(err, OSError):

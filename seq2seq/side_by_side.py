@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
+import signal
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -29,7 +31,7 @@ from tqdm import tqdm
 
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import ParallelCorpus
-from seq2seq.errors import Seq2SeqError
+from seq2seq.errors import Seq2SeqError, Terminated, terminate_as_interrupt
 from seq2seq.files import make_folder
 from seq2seq.runs import build_trainer
 from seq2seq.tokenizer import Tokenizer
@@ -59,7 +61,8 @@ def train_member(member: Member, threads: int) -> TrainResult:
     """In a spawned process: one member's run, with its log and progress bars in FOLDER/train.log."""
     torch.set_num_threads(threads)
     make_folder(member.folder)
-    with (member.folder / LOG).open("a", encoding="utf-8") as handle, contextlib.redirect_stderr(handle):
+    with (member.folder / LOG).open("a", encoding="utf-8") as handle, contextlib.redirect_stderr(handle), \
+            terminate_as_interrupt():  # the recipe's process, terminated, passes SIGTERM on: last.pt is saved
         def log(line: str) -> None:
             print(line, file=handle, flush=True)
 
@@ -109,7 +112,11 @@ def train_side_by_side(start: Callable[[], Member | None], finish: Callable[[Mem
                     bar.update()
                     say(f"{member.folder.name} (seed {member.config.seed}): dev BLEU {result.best_bleu:.2f}, "
                         f"{result.epochs:.0f} epochs, {result.seconds / 60:.1f} min ({result.stopped})")
-    except KeyboardInterrupt:  # the members got Ctrl-C too: each saves its last.pt, then all stop
+    except KeyboardInterrupt as stop:  # the members got Ctrl-C too: each saves its last.pt, then all stop
+        if isinstance(stop, Terminated):  # SIGTERM came to this process alone: pass it on
+            for child in multiprocessing.active_children():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, signal.SIGTERM)
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +148,26 @@ def test_a_training_file_whose_every_target_is_too_long_is_refused_not_trained_f
     result = run_cli(*train_args(run.data, tmp_path / "out"), "--config", str(tmp_path / "short.json"))
     assert_one_line_error(result, f"{run.data.train}: no pair to train on: all ", "have a target over 2 pieces")
     assert not (tmp_path / "out" / "best.pt").exists()
+
+
+def test_sigterm_during_training_keeps_what_ctrl_c_keeps_and_resume_goes_on(run, tmp_path):
+    output_dir, metrics = tmp_path / "run", tmp_path / "run" / "metrics.jsonl"
+
+    def terminate_after_an_epoch() -> None:  # as timeout, docker stop or a scheduler would
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (metrics.is_file() and metrics.read_text(encoding="utf-8")):
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=terminate_after_an_epoch)
+    killer.start()
+    result = run_cli(*train_args(run.data, output_dir, "--epochs", "100000"))
+    killer.join()
+    assert (result.status, result.error_lines[-1]) == (143, "seq2seq: terminated; continue with --resume")
+    state = torch.load(output_dir / "last.pt", weights_only=True)["training_state"]
+    assert state["step"] > 0  # saved at the batch it was on, not lost with the process
+    resumed = run_cli(*train_args(run.data, output_dir, "--resume", "--epochs", str(state["epoch"] + 1)))
+    assert resumed.status == 0, resumed.stderr
 
 
 def test_resume_continues_from_the_saved_step(resumed):

@@ -11,13 +11,15 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import stat
 
 import pytest
 from support import assert_one_line_error, file_states, run_cli, trained
 
 from seq2seq.checkpoint import read_checkpoint, save_atomic
-from seq2seq.files import write_atomic
+from seq2seq.errors import Terminated, terminate_as_interrupt
+from seq2seq.files import replacing, write_atomic
 from seq2seq.recommender import Recommender
 from seq2seq.serving import destinations
 from seq2seq.serving import output as sinks
@@ -318,6 +320,15 @@ def test_a_replaced_file_keeps_its_mode_a_new_one_gets_the_umasks_and_a_link_poi
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600: others may read a model
     assert link.is_symlink() and target.read_text(encoding="utf-8") == "new\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.txt", "kept.txt", "link.txt", "target.txt"]
+
+
+def test_a_signal_during_a_write_takes_effect_once_the_file_is_whole(tmp_path):
+    path = tmp_path / "x.bin"  # torch.save cut by Ctrl-C raised its own RuntimeError, not KeyboardInterrupt
+    with terminate_as_interrupt(), pytest.raises(Terminated), replacing(path) as file:
+        file.write(b"first half, ")
+        os.kill(os.getpid(), signal.SIGTERM)
+        file.write(b"second half")
+    assert path.read_bytes() == b"first half, second half"
 
 
 # -- average and ensemble --output ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import gc
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TextIO
@@ -22,7 +23,7 @@ from seq2seq.cli.feedback import add_feedback_parser, run_feedback
 from seq2seq.cli.rul import add_rul_parser, run_rul
 from seq2seq.cli.train import add_train_parser, run_train
 from seq2seq.cli.translate import add_translate_parser, run_translate
-from seq2seq.errors import Seq2SeqError, shown
+from seq2seq.errors import Seq2SeqError, Terminated, shown, terminate_as_interrupt
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -63,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
            "feedback": run_feedback, "average": run_combine, "ensemble": run_combine}[args.command]
     stdout, sys.stdout = sys.stdout, NamedStdout(sys.stdout)
     try:
-        status = run(args)
+        with terminate_as_interrupt():  # SIGTERM keeps what Ctrl-C keeps (a run's last.pt, a job's rows)
+            status = run(args)
         sys.stdout.flush()  # here rather than at exit, so that a full disk on stdout is reported as below
         return status
     except Seq2SeqError as err:
@@ -73,11 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         return SIGPIPE_STATUS
     except OSError as err:
         return _error(_os_problem(err))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         training = "train" in (args.command, getattr(args, "rul_command", None))
-        resumable = training or getattr(args, "input", None) is not None
-        print("seq2seq: interrupted" + ("; continue with --resume" if resumable else ""), file=sys.stderr)
-        return 130
+        split = int(os.environ.get("WORLD_SIZE", "1")) > 1  # torchrun: a split file job resumes in one process
+        resumable = (training and not split) or getattr(args, "input", None) is not None
+        how = "; continue with --resume" + (" in one process" if split else "") if resumable else ""
+        print(f"seq2seq: {'terminated' if isinstance(stop, Terminated) else 'interrupted'}{how}", file=sys.stderr)
+        return 128 + signal.SIGTERM if isinstance(stop, Terminated) else 130
     finally:
         sys.stdout = stdout
 
