@@ -24,6 +24,7 @@ from seq2seq.files import PARTIAL, make_folder
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import RANK_SEED_STRIDE, Trainer
+from seq2seq.trust import FLAG_RATE
 
 
 def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | Path, model_config: ModelConfig,
@@ -79,6 +80,20 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         best = trainer.selection.state["best_bleu"]
         log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {best:.2f})")
     return trainer
+
+
+def dev_overlap_warning(dev: ParallelCorpus, history: ParallelCorpus) -> str | None:
+    """A warning when nearly every dev alert is in ``history`` (the pairs best.pt keeps as its past cases) word for
+    word: the out-of-scope threshold, fitted to flag FLAG_RATE of dev, is then a similarity of 1, and every alert
+    not seen before is called out of scope (``--dev`` the same file as ``--train``). A warning, not a refusal: a toy
+    run may validate on its training pairs."""
+    known = {example.source for example in history.examples}
+    seen = sum(example.source in known for example in dev.examples)
+    if not dev.examples or seen <= (1 - FLAG_RATE) * len(dev.examples):
+        return None
+    return (f"warning: {dev.path}: {seen:,} of its {len(dev.examples):,} alerts are in {history.path} too (the same "
+            "file?): the out-of-scope threshold fitted on them will call every alert not seen in training out of "
+            "scope; keep some pairs out of the training file for dev")
 
 
 def training_set(train: ParallelCorpus, tokenizer: Tokenizer, max_source_length: int,

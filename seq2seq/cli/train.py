@@ -22,7 +22,7 @@ from seq2seq.errors import ConfigError
 from seq2seq.fast.precision import PRECISIONS
 from seq2seq.finetune import Start
 from seq2seq.optimizer import SCHEDULES
-from seq2seq.runs import build_trainer
+from seq2seq.runs import build_trainer, dev_overlap_warning
 from seq2seq.tokenizer import MODEL_TYPES
 from seq2seq.train import TrainResult
 
@@ -160,6 +160,9 @@ def run_train(args: argparse.Namespace) -> int:
         if world.is_main and search is not None and best.is_file():
             with_search_defaults(best, search)
             log(f"{best}: search defaults {search}")
+        warning = dev_overlap_warning(dev, cases if cases is not None else train)
+        if world.is_main and warning:  # said last, beside the result it qualifies
+            log(warning)
         if world.is_main:
             print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
     return 0
