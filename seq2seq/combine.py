@@ -85,7 +85,10 @@ def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemb
             raise ConfigError(f"{path}: its tokenizer differs from {first_path}'s; combined checkpoints must share one "
                               "(train them on one --train file with one tokenizer configuration)")
         if model.config != first_model.config:
-            raise ConfigError(f"{path}: its model configuration differs from {first_path}'s")
+            field = next(f.name for f in dataclasses.fields(model.config)
+                         if getattr(model.config, f.name) != getattr(first_model.config, f.name))
+            raise ConfigError(f"{path}: its model configuration differs from {first_path}'s ({field} "
+                              f"{getattr(model.config, field)!r}, not {getattr(first_model.config, field)!r})")
         for member in list(model.members) if isinstance(model, Ensemble) else [model]:
             # A copy, a hard link or an ensemble holding an input too would count one model twice, unseen by paths
             if (digest := weights_digest(member)) in seen:

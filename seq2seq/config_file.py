@@ -43,8 +43,10 @@ def load_config_file(path: str | Path, reads: tuple[str, ...] = SECTION_NAMES,
     except JsonFault as err:
         line = f" line {err.line}:" if err.line is not None else ""
         raise ConfigError(f"{path}:{line} invalid JSON ({err.words})") from None
-    if not isinstance(data, dict) or set(data) - set(SECTION_NAMES):
-        raise ConfigError(f"{path}: expected an object with sections {', '.join(sorted(SECTION_NAMES))}")
+    unknown = sorted(set(data) - set(SECTION_NAMES)) if isinstance(data, dict) else []
+    if not isinstance(data, dict) or unknown:
+        found = f" (unknown section {shown(repr(unknown[0]))})" if unknown else ""
+        raise ConfigError(f"{path}: expected an object with sections {', '.join(sorted(SECTION_NAMES))}{found}")
     unread = [name for name in data if name not in reads]
     if unread:
         raise ConfigError(f"{path}: section {unread[0]!r} is not read by {command} (it reads "

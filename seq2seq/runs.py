@@ -166,13 +166,13 @@ def check_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> None:
 def start_output_dir(output_dir: Path, overwrite: bool) -> None:
     """Create OUTPUT_DIR, first clearing an earlier run from it on ``overwrite``: called once the new run's
     tokenizer, model and data are ready, so that a run refused on the way leaves the earlier one as it was."""
+    make_folder(output_dir)  # first: a file in its way is named as such, not as "best.pt: Not a directory"
     if overwrite:
         for name in ("best.pt", "last.pt", "metrics.jsonl"):
             (output_dir / name).unlink(missing_ok=True)
         for partial in [*output_dir.glob(f".*{PARTIAL}"), *output_dir.glob(".*.pt.*.tmp")]:  # saves a kill cut
             partial.unlink(missing_ok=True)  # short (files.replacing; .tmp: before 2026-11-28)
         averaging.forget(output_dir)  # weights an earlier run kept for averaging
-    make_folder(output_dir)
 
 
 def shared_tokenizer(train: ParallelCorpus, config: TokenizerConfig, world: World) -> Tokenizer:

@@ -140,7 +140,8 @@ def test_inputs_of_other_recipes_or_the_output_over_an_input_are_one_line_errors
     other = trained(tmp_path_factory.getbasetemp(), "luong-dot").best
     states = file_states(*runs)
     assert_one_line_error(run_cli("ensemble", "--inputs", str(runs[0]), str(other), "--output",
-                                  str(tmp_path / "x.pt")), "model configuration differs")
+                                  str(tmp_path / "x.pt")), "model configuration differs",
+                          "(attention 'luong-dot', not 'bahdanau')")
     assert_one_line_error(run_cli("average", "--inputs", str(runs[0]), str(runs[1]), "--output", str(runs[1])),
                           "--output is also")
     assert file_states(*runs) == states and not (tmp_path / "x.pt").exists()

@@ -153,6 +153,8 @@ def write_config(tmp_path, text: str | bytes):
     ('{"train": {"schedule": "cosine"}}', "train: unknown schedule 'cosine'; valid: plateau, warmup"),
     ('{"train": {"precision": "int8"}}', "train: unknown precision 'int8'; valid: auto"),
     ('{"tokenizer": {"model_type": "wordpiece"}}', "tokenizer: unknown model_type 'wordpiece'; valid: unigram"),
+    ('{"Train": {"epochs": 1}}', "expected an object with sections model, rul, search, tokenizer, train (unknown "
+                                 "section 'Train')"),
 ])
 def test_a_config_file_fault_is_one_line_naming_the_file_and_nothing_is_written(tmp_path, text, words):
     config = write_config(tmp_path, text)
