@@ -141,6 +141,20 @@ def test_a_file_that_is_no_database_is_a_one_line_error(tmp_path, content):
     assert "\n" not in str(caught.value) and path.read_bytes() == content
 
 
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_post_after_the_database_was_deleted_or_replaced_is_refused_not_acknowledged_into_nowhere(tmp_path, how):
+    path = tmp_path / "feedback.sqlite"
+    store = FeedbackStore(path)
+    post(store, "pump", "inspect", "wrong")
+    for name in ("feedback.sqlite", "feedback.sqlite-wal", "feedback.sqlite-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    if how == "replaced":
+        FeedbackStore(path).close()
+    with pytest.raises(DataError, match="feedback not stored: the database was deleted or replaced while the app ran"):
+        post(store, "fan", "balance", "right")
+    store.close()
+
+
 def test_reopening_keeps_the_records_and_continues_the_ids(tmp_path):
     path = tmp_path / "feedback.sqlite"
     first = FeedbackStore(path)

@@ -167,6 +167,7 @@ class FeedbackStore:
                                 "put the feedback database on a local disk")
             self._db.execute("PRAGMA synchronous=FULL")
             self._migrate()
+            self._identity = _identity(self.path)
         except sqlite3.OperationalError as err:  # locked past the timeout, read-only, disk I/O
             self._db.close()
             raise DataError(f"{path}: cannot use the feedback database ({err})") from None
@@ -245,6 +246,9 @@ class FeedbackStore:
                "time": datetime.now(UTC).isoformat(timespec="milliseconds")}
         with self._lock:
             try:
+                if _identity(self.path) != self._identity:  # SQLite would go on writing the deleted file's inode
+                    raise DataError(f"{self.path}: feedback not stored: the database was deleted or replaced while "
+                                    "the app ran; restart the app to open it again")
                 cursor = self._db.execute(
                     "INSERT INTO feedback (time, alert, translator, recommendation, score, trust, trust_verdict,"
                     " verdict, correction, technician) VALUES (:time, :alert, :translator, :recommendation, :score,"
@@ -298,3 +302,12 @@ class FeedbackStore:
                 "translators": len({r.shown.translator for r in records if r.shown.translator}),
                 "technicians": len({f.technician.strip() for f in feedback if f.technician.strip()}),
                 "first": records[0].time if records else None, "last": records[-1].time if records else None}
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file ``path`` names now (device, inode); None when there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
