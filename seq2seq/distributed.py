@@ -135,6 +135,12 @@ def launched_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def launched_first() -> bool:
+    """Whether this is the first process torchrun started (``RANK`` 0), or the only one: the one that says what
+    every process would say alike, before the process group exists."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def init_from_env(device_name: str) -> World:
     """Join the process group torchrun describes in the environment: NCCL when ``device_name``
     (auto | cpu | cuda) resolves to CUDA, else gloo. Without torchrun: ``ONE_PROCESS``, nothing resolved."""

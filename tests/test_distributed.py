@@ -6,6 +6,7 @@ port); the rest check the sharding rules and the refusals without starting any p
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from support import TINY_PAIRS, CliResult, TinyData, file_states, run_cli, tiny_
 from torch.nn.parallel import DistributedDataParallel
 
 from seq2seq.checkpoint import load_model
+from seq2seq.cli.common import read_corpus
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, from_dict
 from seq2seq.corpus import read_parallel
 from seq2seq.data import ParallelDataset, TokenBatchSampler
@@ -147,6 +149,15 @@ def test_a_start_refused_under_torchrun_ends_every_process_with_the_same_line(dd
     assert ("already holds a training run" if case == "existing-run" else "fewer than the 2 processes") in errors[0]
     assert "Traceback" not in result.stderr.split("torch/distributed/elastic")[0]  # before torchrun's own report
     assert file_states(*before) == before
+
+
+@pytest.mark.parametrize(("rank", "warned"), [("0", True), ("1", False)])
+def test_skipped_pairs_are_reported_by_the_first_process_alone(tmp_path, monkeypatch, capsys, rank, warned):
+    data = tmp_path / "pairs.tsv"
+    data.write_text(tsv([*TINY_PAIRS[:2], ("", "replace pump")]), encoding="utf-8")
+    monkeypatch.setenv("RANK", rank)  # as torchrun sets it: every process reads the file alike
+    read_corpus(str(data), None, argparse.Namespace(source_column=None, target_column=None))
+    assert ("skipped 1 of 3 pairs" in capsys.readouterr().err) == warned
 
 
 # Translating a file

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 
 from seq2seq.corpus import ParallelCorpus, read_parallel
+from seq2seq.distributed import launched_first
 
 
 def whole_number(low: int, high: int) -> Callable[[str], int]:
@@ -36,6 +37,6 @@ def path_flag(text: str) -> str:
 
 def read_corpus(path: str, target: str | None, args: argparse.Namespace) -> ParallelCorpus:
     corpus = read_parallel(path, args.source_column, args.target_column, target)
-    if corpus.skipped:
+    if corpus.skipped and launched_first():  # under torchrun every process reads it alike
         print(f"warning: {corpus.summary()}", file=sys.stderr)
     return corpus
