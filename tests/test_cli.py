@@ -160,9 +160,13 @@ def test_sigterm_during_training_keeps_what_ctrl_c_keeps_and_resume_goes_on(run,
         os.kill(os.getpid(), signal.SIGTERM)
 
     killer = threading.Thread(target=terminate_after_an_epoch)
-    killer.start()
-    result = run_cli(*train_args(run.data, output_dir, "--epochs", "100000"))
-    killer.join()
+    harmless = signal.signal(signal.SIGTERM, lambda number, frame: None)  # a late signal must not end pytest
+    try:
+        killer.start()
+        result = run_cli(*train_args(run.data, output_dir, "--epochs", "100000"))
+        killer.join()
+    finally:
+        signal.signal(signal.SIGTERM, harmless)
     assert (result.status, result.error_lines[-1]) == (143, "seq2seq: terminated; continue with --resume")
     state = torch.load(output_dir / "last.pt", weights_only=True)["training_state"]
     assert state["step"] > 0  # saved at the batch it was on, not lost with the process
