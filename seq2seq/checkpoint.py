@@ -111,6 +111,12 @@ def check_same_run(path: Path, configs: Iterable[tuple[Any, Any]], saved_fingerp
 def _data_difference(flag: str, was: dict[str, Any], now: dict[str, Any]) -> str:
     """How the data read through ``flag`` differs from what the run was trained on ("": the same; a file moved or
     copied elsewhere is the same)."""
+    if flag == "--init-from":  # a fine-tuning's start: the file and whether it replays its past cases
+        if was.get("sha256") != now.get("sha256"):
+            if was.get("path") == now.get("path"):
+                return f"from --init-from {now.get('path')} as it was before its content changed"
+            return f"from --init-from {was.get('path') or 'none (a fresh run)'}, not {now.get('path') or 'none'}"
+        return "" if was.get("read") == now.get("read") else "with the other --no-replay setting"
     if was.get("sha256") != now.get("sha256"):
         if was.get("path") == now.get("path"):
             return f"on another {flag} file (its content has changed since the run started)"

@@ -83,14 +83,16 @@ class Start:
         """What the run trains on (``new``, with the old pairs unless ``replay`` is off) and the cases its
         best.pt keeps (``new``, then the old pairs)."""
         cases = ParallelCorpus(new.path, [*new.examples, *self.old], [])
-        if not self.old:
-            log(f"{self.path} carries no case memory (written before cases were kept): nothing is mixed in, "
-                f"training on the {len(new.examples)} new pairs alone")
+        if not self.old:  # a last.pt never carries one; a best.pt written before cases were kept neither
+            log(f"{self.path} carries no case memory (a last.pt, or a best.pt written before cases were kept; a run's "
+                f"best.pt has one): nothing is mixed in, training on the {len(new.examples)} new pairs alone, and the "
+                "result's past cases are the new pairs only")
             return new, cases
         if not replay:
             return new, cases
-        corrected = {normalize(e.source) for e in new.examples}
-        kept = [e for e in self.old if normalize(e.source) not in corrected]
+        read = self.tokenizer.normalize_source  # as the model reads an alert: "phi a bit high" is "PHI A BIT HIGH"
+        corrected = {read(e.source) for e in new.examples}
+        kept = [e for e in self.old if read(e.source) not in corrected]
         repeats = max(1, math.ceil(NEW_SHARE * len(kept) / ((1 - NEW_SHARE) * len(new.examples))))
         log(f"mixing {len(new.examples)} new pairs (x{repeats}) with {len(kept)} training pairs of {self.path}"
             + (f" ({len(self.old) - len(kept)} of its pairs have a new pair's alert, and are left out)"

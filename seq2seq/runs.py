@@ -31,7 +31,8 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
                   train_config: TrainConfig, tokenizer_config: TokenizerConfig, resume: bool = False,
                   overwrite: bool = False, log: Callable[[str], None] = print, world: World = ONE_PROCESS,
                   init: tuple[Seq2Seq, Tokenizer] | None = None, cases: ParallelCorpus | None = None,
-                  tokenizer: Tokenizer | None = None, learn: ParallelCorpus | None = None) -> Trainer:
+                  tokenizer: Tokenizer | None = None, learn: ParallelCorpus | None = None,
+                  start_from: tuple[Path, bool] | None = None) -> Trainer:
     """A fresh trainer (tokenizer trained on ``train``), or the one saved in OUTPUT_DIR/last.pt.
 
     An existing run is never replaced silently: ``resume`` continues it, ``overwrite`` starts over.
@@ -40,7 +41,8 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     configurations then go unused. ``cases``: the pairs best.pt keeps as its case memory (default ``train``).
     ``tokenizer``: a fresh run's tokenizer, instead of one trained on ``train`` (the members of one recipe share it).
     ``learn``: a fine-tuning run's new pairs, which best.pt is chosen to have learned (``Selection.key``).
-    ``resume`` goes on only with the settings and data the run was started with (``check_resumed``).
+    ``start_from``: a fine-tuning run's --init-from file and whether it replays, recorded so that ``resume`` goes on
+    only with the settings, data and start the run was started with (``check_resumed``).
     """
     output_dir = Path(output_dir)
     last = output_dir / "last.pt"
@@ -51,7 +53,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     device = check_settings(model_config if init is None else None, train_config, tokenizer_config, world)
     world.outcome(lambda: check_output_dir(output_dir, resume, overwrite) if world.is_main else None)
     torch.manual_seed(train_config.seed)
-    fingerprint = run_fingerprint(learn if learn is not None else train, dev)  # fine-tuning: its --train, not the mix
+    fingerprint = run_fingerprint(learn if learn is not None else train, dev, start_from)  # its --train, not the mix
     payload = read_checkpoint(last) if resume else None
     if payload is not None:
         saved_size = payload.get("training_state", {}).get("world_size", 1)
@@ -107,10 +109,15 @@ def training_set(train: ParallelCorpus, tokenizer: Tokenizer, max_source_length:
     return train_set
 
 
-def run_fingerprint(train: ParallelCorpus, dev: ParallelCorpus) -> dict[str, Any]:
-    """What a run trains and validates on (``file_fingerprint`` of each file and the pairs read), kept in last.pt."""
-    return {flag: file_fingerprint(corpus.path, ((e.source, e.target) for e in corpus.examples))
-            for flag, corpus in (("--train", train), ("--dev", dev))}
+def run_fingerprint(train: ParallelCorpus, dev: ParallelCorpus,
+                    start_from: tuple[Path, bool] | None = None) -> dict[str, Any]:
+    """What a run trains and validates on (``file_fingerprint`` of each file and the pairs read), and what it starts
+    from (--init-from and whether it replays; path None: a fresh run), kept in last.pt."""
+    found = {flag: file_fingerprint(corpus.path, ((e.source, e.target) for e in corpus.examples))
+             for flag, corpus in (("--train", train), ("--dev", dev))}
+    found["--init-from"] = {"path": None} if start_from is None else \
+        file_fingerprint(start_from[0], [("replay", start_from[1])])
+    return found
 
 
 def check_resumed(last: Path, payload: dict[str, Any], model: ModelConfig, tokenizer: TokenizerConfig,

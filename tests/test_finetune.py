@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from support import TINY_PAIRS, assert_one_line_error, run_cli, trained, trained_rul, tsv
+from support import TINY_PAIRS, assert_one_line_error, file_states, run_cli, trained, trained_rul, tsv
 
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.config import TrainConfig
-from seq2seq.corpus import ParallelCorpus, read_parallel
+from seq2seq.corpus import Example, ParallelCorpus, read_parallel
 from seq2seq.distributed import ONE_PROCESS
 from seq2seq.finetune import BLENDS, NEW_SHARE, Learning, Start
 from seq2seq.recommender import Recommender
@@ -96,6 +96,16 @@ def test_replay_mixes_the_old_pairs_of_other_alerts_in_with_the_new_ones_at_leas
     assert [(e.source, e.target) for e in cases.examples][:len(CORRECTIONS)] == CORRECTIONS
 
 
+def test_old_answers_to_a_corrected_alert_are_left_out_whatever_its_case(run):
+    start = Start.load(run.best)  # the tiny model reads alerts in lower case, as its training alerts were
+    alert = TINY_PAIRS[0][0]
+    old = [e for e in start.old if e.source == alert]
+    lines = []
+    train, _ = start.corpora(ParallelCorpus("c", [Example(alert.upper(), "new action", 2)], []), True, lines.append)
+    assert old and not [e for e in train.examples if e.source == alert]
+    assert f"({len(old)} of its pairs have a new pair's alert, and are left out)" in lines[0]
+
+
 def test_no_replay_trains_on_the_new_pairs_alone_but_keeps_the_old_cases(run, corrections):
     start = Start.load(run.best)
     train, cases = start.corpora(read_parallel(corrections), replay=False, log=lambda line: None)
@@ -144,6 +154,26 @@ def test_a_checkpoint_of_another_kind_is_a_one_line_error(run, corrections, tmp_
     result = run_cli("train", "--init-from", str(rul), "--train", str(corrections), "--dev", str(run.data.dev),
                      "--output-dir", str(tmp_path / "run"), "--device", "cpu")
     assert_one_line_error(result, str(rul), "seq2seq-translator")
+
+
+@pytest.mark.parametrize(("resumed", "words"), [
+    ([], "from --init-from START, not none"),  # as a plain run: no replay, no blends, a memory of the corrections
+    (["--init-from", "OTHER"], "not OTHER"),
+    (["--init-from", "START", "--no-replay"], "with the other --no-replay setting"),
+])
+def test_a_fine_tuning_resumed_from_another_start_or_replay_is_refused(run, corrections, tmp_path, resumed, words):
+    output_dir, other = tmp_path / "run", tmp_path / "other.pt"
+    assert fine_tune(run, corrections, output_dir).status == 0
+    average = run_cli("average", "--inputs", str(run.best), "--output", str(other), "--overwrite")
+    assert average.status == 0, average.stderr
+    given = [str(run.best) if arg == "START" else str(other) if arg == "OTHER" else arg for arg in resumed]
+    words = words.replace("OTHER", str(other)).replace("START", str(run.best))
+    before = file_states(output_dir / "best.pt", output_dir / "last.pt")
+    result = run_cli("train", *given, "--train", str(corrections), "--dev", str(run.data.dev), "--output-dir",
+                     str(output_dir), "--device", "cpu", "--epochs", "2", "--resume")
+    assert result.status == 2 and result.error_lines[-1].startswith("seq2seq: error: --resume: ")  # after the mix
+    assert words in result.error_lines[-1]
+    assert file_states(*before) == before
 
 
 def test_no_replay_without_init_from_is_a_one_line_error(run, tmp_path):

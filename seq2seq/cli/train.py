@@ -175,7 +175,8 @@ def train_one(args: argparse.Namespace, train: ParallelCorpus, dev: ParallelCorp
     """One run (a fresh one, a resumed one, or a fine-tuning of ``start`` to ``learn`` its new pairs)."""
     trainer = build_trainer(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
                             args.resume, args.overwrite, log, world,
-                            (start.model, start.tokenizer) if start else None, cases, learn=learn)
+                            (start.model, start.tokenizer) if start else None, cases, learn=learn,
+                            start_from=(start.path, args.replay) if start else None)
     log(f"{args.train or 'embedded corpus'}: {trainer.train_set.summary()}")
     model = trainer.model
     log(f"training {model.config.attention} ({count_parameters(model):,} parameters) "
