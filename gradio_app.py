@@ -59,8 +59,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import gradio as gr
 
 from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
+from seq2seq.cli.common import path_flag, whole_number
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator, load_translators
-from seq2seq.serving.app import QUEUE_CONCURRENCY, QUEUE_SIZE, RECOMMEND_CONCURRENCY, App
+from seq2seq.serving.app import QUEUE_CONCURRENCY, QUEUE_SIZE, RECOMMEND_CONCURRENCY, App, address_fault
 from seq2seq.serving.feedback import VERDICTS, FeedbackStore
 from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers, plot_updates
 from seq2seq.serving.requests import RawPayload
@@ -261,21 +262,25 @@ def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, en
 # -- launch ------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", action="append", help="translator checkpoint (repeatable); "
+    folder = lambda text: Path(path_flag(text))  # noqa: E731  (an empty path is refused, not the current folder)
+    parser.add_argument("--model", action="append", type=path_flag, help="translator checkpoint (repeatable); "
                         "default translator.pt in --default-dir, trained on first launch")
-    parser.add_argument("--rul-model", help="RUL checkpoint; default rul.pt in --default-dir, trained on first launch")
-    parser.add_argument("--default-dir", type=Path, default=DEFAULT_DIR,
+    parser.add_argument("--rul-model", type=path_flag,
+                        help="RUL checkpoint; default rul.pt in --default-dir, trained on first launch")
+    parser.add_argument("--default-dir", type=folder, default=DEFAULT_DIR,
                         help=f"where the default models are cached (default {DEFAULT_DIR})")
-    parser.add_argument("--feedback-db", type=Path, help="the SQLite file technicians' feedback goes to; default "
+    parser.add_argument("--feedback-db", type=folder, help="the SQLite file technicians' feedback goes to; default "
                         "feedback.sqlite in --default-dir (seq2seq feedback export/stats read it)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--port", type=whole_number(1, 65535), default=7860)
     parser.add_argument("--decoder-process", action=argparse.BooleanOptionalAction, default=True,
                         help="decode /recommend calls in a child process beside the app (default), so the app's "
                         "own process serves requests on another core; --no-decoder-process: in the app's process")
     parser.add_argument("--smoke-test", action="store_true", help="serve on a free loopback port, call each "
                         "endpoint once through gradio_client, print the results and timings, shut down")
     args = parser.parse_args(argv)
+    if not args.smoke_test and (fault := address_fault(args.host, args.port)):  # before minutes of loading
+        parser.exit(2, f"gradio_app: error: {fault}\n")
     started = time.perf_counter()
     try:
         translators = load_translators(args.model or [str(default_translator(args.default_dir))])
@@ -283,6 +288,8 @@ def main(argv: list[str] | None = None) -> None:
         feedback = FeedbackStore(args.feedback_db or args.default_dir / "feedback.sqlite")
     except Seq2SeqError as err:
         parser.exit(2, f"gradio_app: error: {err}\n")
+    except KeyboardInterrupt:  # Ctrl-C while a default model is built
+        parser.exit(130, "gradio_app: interrupted while loading the models\n")
     engines = bundled_engines()
     demo = build(translators, monitor, engines, feedback, decoder_process=args.decoder_process)
     if args.smoke_test:
@@ -292,6 +299,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # shut down as on Ctrl-C: caches get deleted
     try:
         demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_FILE_SIZE)
+    except OSError as err:  # the port taken since the check
+        parser.exit(2, f"gradio_app: error: cannot serve on {args.host}:{args.port} ({err})\n")
     finally:  # launch returns once Ctrl-C or SIGTERM has closed the server
         demo.handlers.close()
 

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import threading
 import time
 
@@ -507,3 +508,21 @@ def test_smoke_test_with_a_missing_checkpoint_exits_2_with_a_one_line_error(tmp_
 def test_only_the_four_programmatic_endpoints_are_public(client):
     endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert endpoints == {"/recommend", "/engine_health", "/translate_file", "/feedback"}
+
+
+@pytest.mark.parametrize("flags", [["--port", "65536"], ["--port", "0"], ["--default-dir", ""], ["--rul-model", ""],
+                                   ["--port", "IN-USE"]])
+def test_a_launch_that_cannot_serve_or_names_an_empty_path_is_one_line_before_any_model_loads(flags, monkeypatch,
+                                                                                               capsys):
+    monkeypatch.setattr(gradio_app, "load_translators", lambda *a: pytest.fail("models loaded"))
+    taken = socket.create_server(("127.0.0.1", 0))  # a port in use: Gradio's traceback came after the models
+    port = str(taken.getsockname()[1])
+    try:
+        with pytest.raises(SystemExit) as stop:
+            gradio_app.main([port if flag == "IN-USE" else flag for flag in flags])
+    finally:
+        taken.close()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and "error: " in lines[-1] and "Traceback" not in "".join(lines)
+    expected = "empty path" if "" in flags else "--port" if "IN-USE" not in flags else "Address already in use"
+    assert expected in lines[-1]

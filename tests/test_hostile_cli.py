@@ -86,6 +86,12 @@ def test_a_utf8_byte_order_mark_on_stdin_is_not_part_of_the_first_alert(model):
     assert marked.status == 0 and marked.stdout == plain.stdout
 
 
+@pytest.mark.parametrize("workers", ["-1", "257"])
+def test_workers_out_of_range_are_refused_on_stdin_as_with_a_file(model, workers):
+    result = run_cli("translate", "--model", str(model), "--workers", workers, stdin=b"pump vibration high\n")
+    assert_one_line_error(result, f"--workers must be in [0, 256] (0: one per core), got {workers}")
+
+
 def test_a_stdin_line_of_nul_bytes_past_the_first_is_an_empty_alert_that_says_why(model):
     result = run_cli("translate", "--model", str(model), stdin=b"pump vibration high\n\x00\x00\nbelt worn\n")
     assert result.status == 0, result.stderr

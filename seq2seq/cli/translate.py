@@ -211,6 +211,7 @@ def how_to_go_on(job: FileJob, stopped: JobStopped) -> str:
 
 def run_translate(args: argparse.Namespace) -> int:
     search_flags(args, args.n_best)
+    decode_workers(args)  # --workers out of its range is refused on stdin too, not only with --input
     if args.similar is not None and not args.json:
         raise ConfigError("argument --similar: only with --json (the past cases are in its objects; a file's rows "
                           "carry the nearest one as similar_action)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import socket
 from typing import Any
 
 import gradio as gr
@@ -139,3 +140,14 @@ def _takes(block_fn: BlockFunction, parameters: list[dict[str, Any]], required: 
     optional = f"optional: {', '.join(names[required:])}" if required < len(names) else ""
     listed = "; ".join(part for part in (", ".join(names[:required]), optional) if part)
     return f"/{block_fn.api_name or block_fn.name} takes {count} inputs" + (f" ({listed})" if listed else "")
+
+
+def address_fault(host: str, port: int) -> str | None:
+    """Why the app cannot serve on ``host``:``port`` (a port in use, a host name that does not resolve, an address
+    not on this machine), in words; None when a test bind there works. Asked before the models load, so that such a
+    launch ends in one line at once, not in Gradio's traceback after them."""
+    try:
+        with socket.create_server((host or "127.0.0.1", port)):
+            return None
+    except OSError as err:
+        return f"cannot serve on {host}:{port} ({err.strerror or err})"

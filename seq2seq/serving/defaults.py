@@ -17,6 +17,7 @@ from pathlib import Path
 
 from seq2seq.config import ModelConfig, RulConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import EMBEDDED_DATA, read_parallel
+from seq2seq.errors import DataError
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.runs import train_on_engines
@@ -44,6 +45,8 @@ def _install(run_dir: Path, target: Path) -> None:
 def default_translator(folder: Path = DEFAULT_DIR) -> Path:
     """``folder/translator.pt``, trained on the embedded corpus with the default configuration if missing."""
     target = folder / "translator.pt"
+    if target.exists() and not target.is_file():  # else minutes of training end in an error at the install
+        raise DataError(f"{target}: is not a file; remove it, or pass the model to use")
     if not target.is_file():
         _log(f"{target} is missing: training the default translator (at most {TRANSLATOR_MINUTES} minutes)")
         run_dir = folder / "translator-run"
@@ -58,6 +61,8 @@ def default_translator(folder: Path = DEFAULT_DIR) -> Path:
 def default_rul_model(folder: Path = DEFAULT_DIR) -> Path:
     """``folder/rul.pt``, trained on 100 seeded synthetic engines within RUL_MINUTES if missing."""
     target = folder / "rul.pt"
+    if target.exists() and not target.is_file():  # else minutes of training end in an error at the install
+        raise DataError(f"{target}: is not a file; remove it, or pass the model to use")
     if not target.is_file():
         _log(f"{target} is missing: training the default RUL model (at most {RUL_MINUTES} minutes)")
         config = RulConfig(max_minutes=RUL_MINUTES, device="cpu")
