@@ -34,7 +34,7 @@ from typing import Any
 from seq2seq.checkpoint import load_model
 from seq2seq.config import SearchConfig, from_dict
 from seq2seq.corpus import Example, ParallelCorpus
-from seq2seq.errors import ConfigError
+from seq2seq.errors import ConfigError, shown
 from seq2seq.model import Seq2Seq
 from seq2seq.recommender import Recommender, read_memory
 from seq2seq.tokenizer import Tokenizer, normalize
@@ -83,6 +83,11 @@ class Start:
         """What the run trains on (``new``, with the old pairs unless ``replay`` is off) and the cases its
         best.pt keeps (``new``, then the old pairs)."""
         cases = ParallelCorpus(new.path, [*new.examples, *self.old], [])
+        for example in new.examples:  # fine-tuning keeps the vocabulary: what it cannot write is never learned
+            written = self.tokenizer.decode_target(self.tokenizer.encode_target(example.target))
+            if normalize(written) != normalize(self.tokenizer.normalize_target(example.target)):
+                log(f"warning: {new.path}: line {example.line}: the vocabulary of {self.path} cannot write the action "
+                    f"{shown(repr(example.target))} (it reads {shown(repr(written))}), so it cannot be learned")
         if not self.old:  # a last.pt never carries one; a best.pt written before cases were kept neither
             log(f"{self.path} carries no case memory (a last.pt, or a best.pt written before cases were kept; a run's "
                 f"best.pt has one): nothing is mixed in, training on the {len(new.examples)} new pairs alone, and the "
