@@ -88,6 +88,14 @@ class Start:
             if normalize(written) != normalize(self.tokenizer.normalize_target(example.target)):
                 log(f"warning: {new.path}: line {example.line}: the vocabulary of {self.path} cannot write the action "
                     f"{shown(repr(example.target))} (it reads {shown(repr(written))}), so it cannot be learned")
+        answers: dict[str, set[str]] = {}
+        for example in new.examples:
+            answers.setdefault(self.tokenizer.normalize_source(example.source), set()).add(normalize(example.target))
+        torn = [alert for alert, targets in answers.items() if len(targets) > 1]
+        if torn:  # a model gives an alert one answer: at most one of them can be learned
+            alerts = "1 alert" if len(torn) == 1 else f"{len(torn):,} alerts"
+            log(f"warning: {new.path}: corrections disagree about {alerts} ({shown(repr(torn[0]))} has "
+                f"{len(answers[torn[0]])} answers); a model learns one answer for each")
         if not self.old:  # a last.pt never carries one; a best.pt written before cases were kept neither
             log(f"{self.path} carries no case memory (a last.pt, or a best.pt written before cases were kept; a run's "
                 f"best.pt has one): nothing is mixed in, training on the {len(new.examples)} new pairs alone, and the "

@@ -116,6 +116,20 @@ def test_a_correction_the_vocabulary_cannot_write_is_named_and_the_others_are_no
     assert "cannot write the action 'replace part ζ-88231'" in warnings[0]
 
 
+def test_corrections_that_disagree_about_one_alert_are_named(run):
+    lines = []
+    new = [Example(TINY_PAIRS[0][0], TINY_PAIRS[0][1], 2), Example(TINY_PAIRS[0][0].upper(), TINY_PAIRS[1][1], 3),
+           Example(TINY_PAIRS[1][0], TINY_PAIRS[1][1], 4)]
+    Start.load(run.best).corpora(ParallelCorpus("c.tsv", new, []), True, lines.append)
+    assert f"warning: c.tsv: corrections disagree about 1 alert ({TINY_PAIRS[0][0]!r} has 2 answers)" in lines[0]
+
+
+def test_init_from_without_train_is_refused_not_a_fine_tuning_on_the_embedded_corpus(run, tmp_path):
+    result = run_cli("train", "--init-from", str(run.best), "--output-dir", str(tmp_path / "run"), "--epochs", "1")
+    assert_one_line_error(result, "--init-from needs --train")
+    assert not (tmp_path / "run").exists()
+
+
 def test_no_replay_trains_on_the_new_pairs_alone_but_keeps_the_old_cases(run, corrections):
     start = Start.load(run.best)
     train, cases = start.corpora(read_parallel(corrections), replay=False, log=lambda line: None)

@@ -118,6 +118,7 @@ def test_rul_train_refuses_an_out_of_range_config_value(tmp_path, values):
     (["--max-length-ratio", "-2"], "argument --max-length-ratio: must be in"),
     (["--n-best", "0"], "argument --n-best: must be in"),
     (["--beam-size", "2", "--n-best", "3"], "argument --n-best: must be in [1, beam_size], got 3 (beam_size is 2)"),
+    (["--n-best", "51"], "argument --n-best: must be in [1, beam size], got 51 (beams are at most 50 wide)"),
 ])
 def test_translate_on_stdin_refuses_an_out_of_range_number_before_loading_the_model(tmp_path, flags, words):
     model = tmp_path / "never-read.pt"

@@ -141,6 +141,8 @@ def run_train(args: argparse.Namespace) -> int:
         start.check_kept(settings(args))
     elif not args.replay:
         raise ConfigError("--no-replay needs --init-from (a fresh run has nothing to replay)")
+    if start is not None and not args.train:  # else it would fine-tune on the embedded corpus without a word
+        raise ConfigError("--init-from needs --train: the corrections to learn (seq2seq feedback export writes them)")
     if start is not None and train_config.members > 1:
         raise ConfigError(f"train.members is {train_config.members} with --init-from: fine-tuning makes one model "
                           "(members 1)")

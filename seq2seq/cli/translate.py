@@ -90,8 +90,10 @@ def search_flags(args: argparse.Namespace, n_best: int = 1) -> dict[str, float]:
     given = {name: getattr(args, name, None) for name in ("beam_size", "length_penalty", "beam_patience",
                                                           "max_length_ratio")}
     given = {name: value for name, value in given.items() if value is not None}
-    if n_best < 1:  # here: the check below would name the stand-in for the model's beam, which no one chose
-        raise ConfigError(f"argument --n-best: must be in [1, beam size], got {n_best}")
+    if n_best < 1 or ("beam_size" not in given and n_best > MAX_BEAM_SIZE):  # here: the check below would name
+        # the stand-in for the model's beam, MAX_BEAM_SIZE, as if someone had chosen it
+        raise ConfigError(f"argument --n-best: must be in [1, beam size], got {n_best}"
+                          + (f" (beams are at most {MAX_BEAM_SIZE} wide)" if n_best > 1 else ""))
     flags = {name: f"--{name.replace('_', '-')}" for name in [*given, "n_best"]}
     from_dict(SearchConfig, {**given, "beam_size": given.get("beam_size", MAX_BEAM_SIZE), "n_best": n_best}, "search",
               flags)  # ranges
