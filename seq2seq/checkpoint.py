@@ -37,9 +37,10 @@ from torch import nn
 from seq2seq.config import ModelConfig, SearchConfig, from_dict
 from seq2seq.ensemble import Ensemble
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
-from seq2seq.files import SNIFF_BYTES, file_sha256, make_folder, replacing, write_atomic
+from seq2seq.files import SNIFF_BYTES, file_sha256, make_folder
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
+from seq2seq.writing import replacing, write_atomic
 
 FORMAT_VERSION = 1
 KIND = "seq2seq-translator"
@@ -55,7 +56,7 @@ RESUMABLE = ("epochs", "max_minutes", "device", "precision", "parallel")  # sett
 
 # -- any model kind ---------------------------------------------------------------------------
 def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
-    """torch.save to ``path`` through ``files.replacing``: the old file is left as it was if anything fails, and
+    """torch.save to ``path`` through ``writing.replacing``: the old file is left as it was if anything fails, and
     an OSError (a full disk, a folder in the way) is a one-line DataError naming ``path``."""
     path = Path(path)
     make_folder(path.parent)

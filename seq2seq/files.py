@@ -28,24 +28,15 @@ is passed through ``errors.shown``, so its control bytes cannot reach the termin
 from __future__ import annotations
 
 import codecs
-import contextlib
 import csv
 import hashlib
-import os
 import re
-import signal
-import tempfile
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AnyStr, BinaryIO, ClassVar
 
-from seq2seq.errors import DataError, file_error, listed, shown, write_error
-
-PARTIAL = ".partial"  # the suffix of a file ``replacing`` is writing; a leftover one is a write a kill cut short
-_UMASK = os.umask(0)  # read once, at import, where no other thread can see it changed for a moment
-os.umask(_UMASK)
+from seq2seq.errors import DataError, file_error, listed, shown
 
 BYTES_KEPT = "surrogateescape"  # codec error handler: a byte that is not UTF-8 is read and written back as it was
 KEPT_BYTES = re.compile("[\udc80-\udcff]+")  # how BYTES_KEPT reads such bytes: one lone surrogate each
@@ -74,76 +65,6 @@ def make_folder(path: Path) -> None:
         raise DataError(f"{blocking}: is a file, but {path} needs it to be a folder") from None
     except OSError as err:
         raise file_error(path, err) from None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """``text`` written to ``path`` as UTF-8 (``replacing``)."""
-    with replacing(path) as file:
-        file.write(text.encode("utf-8"))
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Ctrl-C or SIGTERM arriving in the block takes effect when it ends: a checkpoint cut inside ``torch.save``
-    raised torch's own RuntimeError ("unexpected pos ...") in place of the KeyboardInterrupt that saves last.pt.
-    Only the main thread sets handlers; elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
-    previous = {number: signal.signal(number, lambda number, frame: caught.append(number)) for number in held}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        if caught:  # as it would have been handled: KeyboardInterrupt, Terminated, or the default (the end)
-            handler = previous[caught[0]]
-            if callable(handler):
-                handler(caught[0], None)
-            elif handler == signal.SIG_DFL:
-                os.kill(os.getpid(), caught[0])
-
-
-def check_replaceable(path: Path) -> Path:
-    """The file that writing ``path`` replaces (a link followed), or a DataError when it is there and is not a
-    regular file: checked before a command's work, so that it is refused at once."""
-    target = Path(os.path.realpath(path))
-    if target.exists() and not target.is_file():
-        kind = "a folder" if target.is_dir() else "a device or a pipe"
-        raise DataError(f"{shown(str(path))}: is not a regular file ({kind}); give the name of a file to write")
-    return target
-
-
-@contextlib.contextmanager
-def replacing(path: Path) -> Iterator[BinaryIO]:
-    """A binary file whose content, once the block ends, replaces ``path``'s: written to a temporary sibling,
-    synced, then renamed over it, so a failed write leaves the old file and a reader never sees half of one.
-
-    A link is followed, so it points at the new file. A device or a pipe (``/dev/full``, ``/dev/null``) is refused:
-    the rename would put a plain file where it was, as root too. The file gets the mode a plain ``open`` would
-    give it (the old file's, else 0666 less the umask), not ``mkstemp``'s 0600. An OSError (a full disk) is a
-    one-line DataError naming ``path``."""
-    target = check_replaceable(path)
-    try:
-        mode = target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~_UMASK
-        fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=PARTIAL)
-    except OSError as err:
-        raise write_error(path, err) from None
-    try:
-        with signals_held():
-            os.fchmod(fd, mode)
-            with os.fdopen(fd, "wb") as file:
-                yield file
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(partial, target)
-    except BaseException as err:
-        Path(partial).unlink(missing_ok=True)
-        if isinstance(err, OSError):
-            raise write_error(path, err) from None
-        raise
 
 
 def utf8_fault(raw: bytes, err: UnicodeDecodeError) -> str:

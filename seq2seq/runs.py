@@ -20,11 +20,12 @@ from seq2seq.data import ParallelDataset
 from seq2seq.distributed import ONE_PROCESS, World
 from seq2seq.errors import ConfigError, DataError, checkpoint_fault
 from seq2seq.fast.precision import autocast_dtype
-from seq2seq.files import PARTIAL, make_folder
+from seq2seq.files import make_folder
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import RANK_SEED_STRIDE, Trainer
 from seq2seq.trust import FLAG_RATE
+from seq2seq.writing import PARTIAL
 
 
 def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | Path, model_config: ModelConfig,
@@ -177,8 +178,9 @@ def start_output_dir(output_dir: Path, overwrite: bool) -> None:
     if overwrite:
         for name in ("best.pt", "last.pt", "metrics.jsonl"):
             (output_dir / name).unlink(missing_ok=True)
-        for partial in [*output_dir.glob(f".*{PARTIAL}"), *output_dir.glob(".*.pt.*.tmp")]:  # saves a kill cut
-            partial.unlink(missing_ok=True)  # short (files.replacing; .tmp: before 2026-11-28)
+        # saves a kill cut short: writing.replacing's, and the .tmp files of the saves that came before it
+        for partial in [*output_dir.glob(f".*{PARTIAL}"), *output_dir.glob(".*.pt.*.tmp")]:
+            partial.unlink(missing_ok=True)
         averaging.forget(output_dir)  # weights an earlier run kept for averaging
 
 

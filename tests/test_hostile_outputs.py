@@ -19,12 +19,12 @@ from support import assert_one_line_error, file_states, run_cli, trained
 
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.errors import Terminated, terminate_as_interrupt
-from seq2seq.files import replacing, write_atomic
 from seq2seq.recommender import Recommender
 from seq2seq.serving import destinations
 from seq2seq.serving import output as sinks
 from seq2seq.serving.batch import JobStopped, translate_file
 from seq2seq.serving.destinations import record_path
+from seq2seq.writing import replacing, write_atomic
 
 LOG = "problem\toperator\nENGINE OIL LEAK\tanna\nFUEL PUMP NOISY\tbob\n"
 

@@ -19,8 +19,8 @@ from seq2seq.cli.common import path_flag
 from seq2seq.combine import combine_checkpoints
 from seq2seq.corpus import read_parallel
 from seq2seq.errors import ConfigError, DataError
-from seq2seq.files import check_replaceable
 from seq2seq.serving.destinations import check_distinct
+from seq2seq.writing import check_replaceable
 
 MAX_INPUTS = 64
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from seq2seq.cli.common import path_flag
 from seq2seq.errors import DataError
-from seq2seq.files import check_replaceable, make_folder, write_atomic
+from seq2seq.files import make_folder
 from seq2seq.serving.destinations import check_distinct
 from seq2seq.serving.feedback import FeedbackStore, one_line
+from seq2seq.writing import check_replaceable, write_atomic
 
 SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
 

@@ -47,10 +47,11 @@ from seq2seq.checkpoint import (
 )
 from seq2seq.config import RulConfig, from_dict, resolve_device
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
-from seq2seq.files import make_folder, write_atomic
+from seq2seq.files import make_folder
 from seq2seq.rul.evaluate import Windows, evaluate_windows
 from seq2seq.rul.model import RulEnsemble, RulModel, RulOutput, build_rul_model
 from seq2seq.rul.windows import time_warp
+from seq2seq.writing import write_atomic
 
 FORMAT_VERSION = 1
 KIND = "rul-model"
