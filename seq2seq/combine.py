@@ -205,8 +205,8 @@ class _Runs:
         that cannot train, before any member starts."""
         self.tokenizer = self.tokenizer or shared_tokenizer(train, self.tokenizer_config, self.world)
         check_settings(self.model_config, self.config, self.tokenizer_config, self.world)
-        training_set(train, self.tokenizer, fresh_model(self.model_config, self.tokenizer).config.max_source_length,
-                     self.config)
+        fresh_model(self.model_config, self.tokenizer)  # sizes that do not fit
+        training_set(train, self.tokenizer, self.model_config.max_source_length, self.config)
 
     def finished(self, folder: Path) -> bool:
         """Whether ``--resume`` finds the run in ``folder`` done (its result.json)."""

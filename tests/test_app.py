@@ -28,6 +28,7 @@ from gradio_client.exceptions import AppError
 from support import DRIFT_UNIT, MAX_SOURCE_LENGTH, UI_ALERTS, launch, trained, trained_rul
 
 import gradio_app
+from seq2seq.errors import DataError
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
@@ -35,6 +36,7 @@ from seq2seq.rul.windows import HEALTH_STATES
 from seq2seq.serving import app as serving_app
 from seq2seq.serving import handlers as handlers_module
 from seq2seq.serving import smoke
+from seq2seq.serving.defaults import default_rul_model, default_translator
 from seq2seq.serving.handlers import MAX_ALERTS, Handlers
 from seq2seq.serving.incident_log import read_columns
 from seq2seq.serving.smoke import free_port
@@ -526,3 +528,12 @@ def test_a_launch_that_cannot_serve_or_names_an_empty_path_is_one_line_before_an
     assert stop.value.code == 2 and "error: " in lines[-1] and "Traceback" not in "".join(lines)
     expected = "empty path" if "" in flags else "--port" if "IN-USE" not in flags else "Address already in use"
     assert expected in lines[-1]
+
+
+@pytest.mark.parametrize("name", ["translator.pt", "rul.pt"])
+def test_a_folder_where_a_default_model_goes_is_refused_before_any_training(tmp_path, name):
+    (tmp_path / name).mkdir()  # training would have run for minutes, then failed at the install
+    build = default_translator if name == "translator.pt" else default_rul_model
+    with pytest.raises(DataError, match=f"{name}: is not a file; remove it, or pass the model to use"):
+        build(tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [name]

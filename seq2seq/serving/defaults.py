@@ -42,12 +42,18 @@ def _install(run_dir: Path, target: Path) -> None:
     os.replace(partial, target)
 
 
+def _missing(target: Path) -> bool:
+    """Whether the default model ``target`` must be trained; a DataError when something that is not a file is in
+    its place, before minutes of training that would end in an error at the install."""
+    if target.exists() and not target.is_file():
+        raise DataError(f"{target}: is not a file; remove it, or pass the model to use")
+    return not target.is_file()
+
+
 def default_translator(folder: Path = DEFAULT_DIR) -> Path:
     """``folder/translator.pt``, trained on the embedded corpus with the default configuration if missing."""
     target = folder / "translator.pt"
-    if target.exists() and not target.is_file():  # else minutes of training end in an error at the install
-        raise DataError(f"{target}: is not a file; remove it, or pass the model to use")
-    if not target.is_file():
+    if _missing(target):
         _log(f"{target} is missing: training the default translator (at most {TRANSLATOR_MINUTES} minutes)")
         run_dir = folder / "translator-run"
         trainer = build_trainer(read_parallel(EMBEDDED_DATA / "train.tsv"), read_parallel(EMBEDDED_DATA / "dev.tsv"),
@@ -61,9 +67,7 @@ def default_translator(folder: Path = DEFAULT_DIR) -> Path:
 def default_rul_model(folder: Path = DEFAULT_DIR) -> Path:
     """``folder/rul.pt``, trained on 100 seeded synthetic engines within RUL_MINUTES if missing."""
     target = folder / "rul.pt"
-    if target.exists() and not target.is_file():  # else minutes of training end in an error at the install
-        raise DataError(f"{target}: is not a file; remove it, or pass the model to use")
-    if not target.is_file():
+    if _missing(target):
         _log(f"{target} is missing: training the default RUL model (at most {RUL_MINUTES} minutes)")
         config = RulConfig(max_minutes=RUL_MINUTES, device="cpu")
         run_dir = folder / "rul-run"
