@@ -183,6 +183,33 @@ def test_two_processes_translate_a_file_into_the_bytes_of_one(ddp_run, tmp_path,
 
 
 @pytest.mark.slow
+def test_a_split_job_stopped_by_a_bad_row_gives_the_advice_of_one_process_and_the_advice_works(ddp_run, tmp_path,
+                                                                                              one_thread, monkeypatch):
+    _, output_dir, _ = ddp_run
+    monkeypatch.chdir(tmp_path)
+    good = "".join(f"{number}\t{TINY_PAIRS[number % len(TINY_PAIRS)][0]}\n" for number in range(ROWS))
+    source = tmp_path / "alerts.tsv"
+    lines = good.splitlines(keepends=True)
+    lines[1500] = "1500\tone field too many\tx\n"  # in rank 1's share: file line 1502
+    source.write_text("id\talert\n" + "".join(lines), encoding="utf-8")
+    common = ["translate", "--model", str(output_dir / "best.pt"), "--input", "alerts.tsv", "--column", "alert",
+              "--output", "out.tsv"]
+    split = torchrun(tmp_path, *common)
+    errors = [line for line in split.stderr.splitlines() if line.startswith("seq2seq: error: ")]
+    assert len(errors) == PROCESSES and len(set(errors)) == 1, split.stderr
+    assert errors[0].startswith("seq2seq: error: alerts.tsv: line 1502: ")
+    kept = len((tmp_path / "out.tsv").read_text(encoding="utf-8").splitlines()) - 1
+    assert kept == 1024 and "out.tsv keeps its first 1024 rows: fix the input, then delete out.tsv and " \
+                             "out.tsv.job.json to start again" in errors[0]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["alerts.tsv", "out.tsv", "out.tsv.job.json"]
+    source.write_text("id\talert\n" + good, encoding="utf-8")
+    for name in ("out.tsv", "out.tsv.job.json"):
+        (tmp_path / name).unlink()
+    again = run_cli(*common)
+    assert again.status == 0, again.stderr
+
+
+@pytest.mark.slow
 def test_two_processes_evaluate_as_one(ddp_run, tmp_path, one_thread):
     """Each process translates its share of the file; rank 0 alone scores all of it and prints."""
     data, output_dir, _ = ddp_run

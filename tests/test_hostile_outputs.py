@@ -18,11 +18,12 @@ import pytest
 from support import assert_one_line_error, file_states, run_cli, trained
 
 from seq2seq.checkpoint import read_checkpoint, save_atomic
+from seq2seq.distributed import ONE_PROCESS
 from seq2seq.errors import Terminated, terminate_as_interrupt
 from seq2seq.recommender import Recommender
-from seq2seq.serving import destinations
+from seq2seq.serving import destinations, sharding
 from seq2seq.serving import output as sinks
-from seq2seq.serving.batch import JobStopped, translate_file
+from seq2seq.serving.batch import FileJob, JobStopped, translate_file
 from seq2seq.serving.destinations import record_path
 from seq2seq.writing import replacing, write_atomic
 
@@ -240,6 +241,19 @@ def test_a_job_stopped_part_way_tells_a_program_what_is_kept_and_whether_it_can_
     assert str(stopped.value) == f"{source}: line 4: expected 2 comma-separated fields, found 1"  # no CLI advice
     copied = pickle.loads(pickle.dumps(stopped.value))  # as World.outcome hands it to the other processes
     assert (str(copied), copied.kept, copied.resumable) == (str(stopped.value), 2, False)
+
+
+def test_a_split_job_whose_parts_cannot_be_merged_stops_resumable_naming_the_output(model, log, tmp_path,
+                                                                                    monkeypatch):
+    def full(path, count):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(sharding, "merge_parts", full)
+    job = FileJob.of(Recommender.from_checkpoint(model), log, tmp_path / "out.tsv", None)
+    with pytest.raises(JobStopped) as stopped:
+        sharding.translate_shared(ONE_PROCESS, job)
+    assert stopped.value.resumable and str(stopped.value) == f"{tmp_path / 'out.tsv'}: cannot write (No space left " \
+                                                             "on device)"
 
 
 @pytest.mark.parametrize("companions", [[], ["--attention-out", "att.jsonl"]], ids=["output", "with-attention"])

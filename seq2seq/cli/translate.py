@@ -190,7 +190,7 @@ def run_translate_file(args: argparse.Namespace) -> int:
             else:
                 summary = translate_shared(world, job, progress)
         except JobStopped as stopped:
-            raise DataError(f"{stopped}; {how_to_go_on(job, stopped)}") from None
+            raise DataError(f"{stopped}; {how_to_go_on(job, stopped, world.size > 1)}") from None
         finally:
             if progress is not None:
                 progress.close()
@@ -199,11 +199,12 @@ def run_translate_file(args: argparse.Namespace) -> int:
     return 0
 
 
-def how_to_go_on(job: FileJob, stopped: JobStopped) -> str:
-    """What a stopped job left and what to do: --resume after a failed write; after a bad record, start again
-    (--resume would refuse the fixed input, which its job record does not name)."""
+def how_to_go_on(job: FileJob, stopped: JobStopped, split: bool = False) -> str:
+    """What a stopped job left and what to do: --resume after a failed write (in one process, for a job split by
+    torchrun); after a bad record, start again (--resume would refuse the fixed input, which its job record does
+    not name)."""
     if stopped.resumable:
-        return "the rows written are kept: continue with --resume"
+        return "the rows written are kept: continue with --resume" + (" in one process (without torchrun)" * split)
     named = [str(path) for path in (job.output_path, record_path(job.output_path), job.attention_out) if path]
     named += [f"the PNGs in {job.heatmaps}"] if job.heatmaps is not None else []
     kept = f"keeps its first {stopped.kept} rows" if stopped.kept else "holds no rows yet"

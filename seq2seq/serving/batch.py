@@ -193,9 +193,9 @@ class FileJob:
                         raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only "
                                         f"{skipped}; it is not this input's output")
                     done, translated, errors, warned, out_of_scope = self._translate_rows(rows, sinks, skipped, total,
-                                                                                          progress, part is None)
+                                                                                          progress)
             except OSError as err:  # writing the header
-                raise _stopped(_unwritten(err, output_path), 0, True, part is None) from None
+                raise JobStopped(unwritten(err, output_path), 0, True) from None
         if resume:  # what a killed split job left beside the output this job has now finished
             for path in (output_path, self.attention_out):
                 if path is not None:
@@ -204,41 +204,35 @@ class FileJob:
                             out_of_scope)
 
     def _translate_rows(self, rows: Iterator[Row], sinks: Sinks, done: int, total: int | None,
-                        progress: Callable[[int, int | None], None] | None,
-                        whole: bool) -> tuple[int, int, int, int, int]:
+                        progress: Callable[[int, int | None], None] | None) -> tuple[int, int, int, int, int]:
         """Rows done (``done`` before), translated, with an error and, of those, translated all the same; and of
         the rows translated, those out of scope.
 
-        A bad record or a failed write on the way is a JobStopped (``whole``: the job is not part of a split
-        one, whose layer ends every process alike)."""
+        A bad record or a failed write on the way is a JobStopped (``kept``: the rows of this job or part)."""
         translated = errors = warned = out_of_scope = 0
         if progress:
             progress(done, total)
         try:
             while chunk := list(itertools.islice(rows, self.chunk_rows)):
                 results = _recommend(self.recommender, chunk, self.search, self.batch_size)
-                sinks.write(chunk, results)
+                written = sinks.write(chunk, results)  # each row's error field
                 done += len(chunk)
                 translated += sum(1 for result in results if result and result.candidates)
                 out_of_scope += sum(1 for result in results if result and result.candidates
                                     and result.verdict == "out-of-scope")
-                failed = [result for row, result in zip(chunk, results, strict=True) if sinks.layout.error(row, result)]
+                failed = [result for result, error in zip(results, written, strict=True) if error]
                 errors += len(failed)
                 warned += sum(1 for result in failed if result and result.candidates)
                 if progress:
                     progress(done, total)
         except OSError as err:  # a full disk
-            raise _stopped(_unwritten(err, self.output_path), done, True, whole) from None
+            raise JobStopped(unwritten(err, self.output_path), done, True) from None
         except DataError as err:
-            raise _stopped(str(err), done, False, whole) from None
+            raise JobStopped(str(err), done, False) from None
         return done, translated, errors, warned, out_of_scope
 
 
-def _stopped(message: str, kept: int, resumable: bool, whole: bool) -> DataError:
-    return JobStopped(message, kept, resumable) if whole else DataError(message)
-
-
-def _unwritten(err: OSError, output: Path) -> str:
+def unwritten(err: OSError, output: Path) -> str:
     """The words for a failed write; ``Sinks`` names the file, a write to an open file does not."""
     return str(write_error(Path(err.filename) if err.filename else output, err))
 

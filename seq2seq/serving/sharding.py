@@ -17,7 +17,7 @@ from pathlib import Path
 from seq2seq.distributed import World
 from seq2seq.errors import ConfigError, DataError, Seq2SeqError
 from seq2seq.files import open_binary
-from seq2seq.serving.batch import BatchSummary, FileJob
+from seq2seq.serving.batch import BatchSummary, FileJob, JobStopped, unwritten
 from seq2seq.serving.destinations import part_path
 from seq2seq.serving.incident_log import count_rows, open_log
 
@@ -63,7 +63,22 @@ def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | 
     def merge() -> None:
         if world.is_main:
             for path in destinations:
-                merge_parts(path, world.size)
+                try:
+                    merge_parts(path, world.size)
+                except OSError as err:  # a full disk: the parts are kept, and a one-process --resume finishes
+                    raise JobStopped(unwritten(err, path), 0, True) from None
+
+    written = 0  # rows in the output itself (rank 0's share), which a stopped job keeps
+
+    def run_mine() -> BatchSummary:
+        nonlocal written
+        try:
+            summary = mine.run(progress=progress, part=world.share(total, job.chunk_rows), header=world.is_main)
+        except JobStopped as stopped:
+            written = stopped.kept
+            raise
+        written = summary.rows
+        return summary
 
     # Each step is a World.outcome: nothing is deleted or written before rank 0 has claimed the destinations,
     # rank 0 merges only whole parts, and a refusal on one process (a destination, a malformed row) ends every
@@ -73,8 +88,11 @@ def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | 
     attention = part_path(job.attention_out, world.rank) if job.attention_out is not None else None
     mine = dataclasses.replace(job, output_path=part_path(job.output_path, world.rank), attention_out=attention)
     try:
-        summary = world.outcome(lambda: mine.run(progress=progress, part=world.share(total, job.chunk_rows),
-                                                 header=world.is_main))
+        summary = world.outcome(run_mine)
+    except JobStopped as stopped:  # told as a one-process job tells it, of the output rank 0 wrote
+        clear()
+        kept = int(world.max(float(written) if world.is_main else 0.0))
+        raise JobStopped(str(stopped), kept, stopped.resumable) from None
     except Seq2SeqError:
         clear()
         raise
