@@ -78,13 +78,23 @@ class Start:
                                   f"{getattr(kept[section], name)!r}; fine-tuning keeps the checkpoint's model and "
                                   "tokenizer, so leave it out")
 
-    def corpora(self, new: ParallelCorpus, replay: bool, log: Callable[[str], None]
+    def corpora(self, new: ParallelCorpus, replay: bool, log: Callable[[str], None], max_target_length: int
                 ) -> tuple[ParallelCorpus, ParallelCorpus]:
         """What the run trains on (``new``, with the old pairs unless ``replay`` is off) and the cases its
-        best.pt keeps (``new``, then the old pairs)."""
+        best.pt keeps (``new``, then the old pairs). A new pair whose action is over ``max_target_length`` pieces
+        is not trained on (``ParallelDataset`` skips it), so it does not push its alert's old pairs out of the
+        replay either."""
         cases = ParallelCorpus(new.path, [*new.examples, *self.old], [])
+        too_long = set()
         for example in new.examples:  # fine-tuning keeps the vocabulary: what it cannot write is never learned
-            written = self.tokenizer.decode_target(self.tokenizer.encode_target(example.target))
+            pieces = self.tokenizer.encode_target(example.target)
+            if len(pieces) > max_target_length:
+                too_long.add(example.line)
+                log(f"warning: {new.path}: line {example.line}: the action is {len(pieces)} pieces, over "
+                    f"train.max_target_length ({max_target_length}), so it is not trained on; its alert's old "
+                    "answers stay in the replay")
+                continue
+            written = self.tokenizer.decode_target(pieces)
             if normalize(written) != normalize(self.tokenizer.normalize_target(example.target)):
                 log(f"warning: {new.path}: line {example.line}: the vocabulary of {self.path} cannot write the action "
                     f"{shown(repr(example.target))} (it reads {shown(repr(written))}), so it cannot be learned")
@@ -104,7 +114,7 @@ class Start:
         if not replay:
             return new, cases
         read = self.tokenizer.normalize_source  # as the model reads an alert: "phi a bit high" is "PHI A BIT HIGH"
-        corrected = {read(e.source) for e in new.examples}
+        corrected = {read(e.source) for e in new.examples if e.line not in too_long}
         kept = [e for e in self.old if read(e.source) not in corrected]
         repeats = max(1, math.ceil(NEW_SHARE * len(kept) / ((1 - NEW_SHARE) * len(new.examples))))
         log(f"mixing {len(new.examples)} new pairs (x{repeats}) with {len(kept)} training pairs of {self.path}"

@@ -62,7 +62,8 @@ class Selection:
         self.learning = Learning.of(learn) if learn else None
         self.start = start.to(device) if start is not None and learn else None
         self.state: dict[str, Any] = {"best_bleu": -1.0, "best_step": 0, "best_learned": -1.0, "bleu_floor": None,
-                                      "kept": []}  # average_best: [{"key": [...], "step": n}], best first
+                                      "kept": [],  # average_best: [{"key": [...], "step": n}], best first
+                                      "finished_step": None}  # the step whose candidates last competed (finish)
 
     def load_state(self, saved: dict[str, Any]) -> None:
         self.state = {key: saved.get(key, default) for key, default in self.state.items()}  # older: no learned
@@ -91,9 +92,14 @@ class Selection:
 
     # -- when the run ends -------------------------------------------------------------------
     def finish(self, step: int) -> None:
-        """Let the mean of the kept weights, then a fine-tuning run's blends, compete for best.pt."""
+        """Let the mean of the kept weights, then a fine-tuning run's blends, compete for best.pt, once for a
+        step: a finished run resumed without more steps to train has nothing new to blend (or to report)."""
+        if self.state["finished_step"] == step:
+            return
         self.average_kept(step)
         self.blend_with_start(step)
+        self.state["finished_step"] = step
+        self.save("last.pt")
 
     def average_kept(self, step: int) -> None:
         """The mean of the kept weights, validated as an epoch is and written to best.pt when it ranks higher;

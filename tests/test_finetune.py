@@ -85,7 +85,7 @@ def test_replay_mixes_the_old_pairs_of_other_alerts_in_with_the_new_ones_at_leas
     start = Start.load(run.best)
     new = read_parallel(corrections)
     lines = []
-    train, cases = start.corpora(new, replay=True, log=lines.append)
+    train, cases = start.corpora(new, replay=True, log=lines.append, max_target_length=100)
     pairs = [(e.source, e.target) for e in train.examples]
     corrected = {alert for alert, _ in CORRECTIONS}
     superseded = {(e.source, e.target) for e in start.old if e.source in corrected}
@@ -101,16 +101,35 @@ def test_old_answers_to_a_corrected_alert_are_left_out_whatever_its_case(run):
     alert = TINY_PAIRS[0][0]
     old = [e for e in start.old if e.source == alert]
     lines = []
-    train, _ = start.corpora(ParallelCorpus("c", [Example(alert.upper(), "new action", 2)], []), True, lines.append)
+    train, _ = start.corpora(ParallelCorpus("c", [Example(alert.upper(), "new action", 2)], []), True, lines.append,
+                                 100)
     assert old and not [e for e in train.examples if e.source == alert]
     assert f"({len(old)} of its pairs have a new pair's alert, and are left out)" in lines[0]
+
+
+def test_a_correction_too_long_to_train_on_is_named_and_leaves_its_alert_s_old_answers_in_the_replay(run):
+    start = Start.load(run.best)
+    alert, other = TINY_PAIRS[0][0], TINY_PAIRS[1][0]
+    old = [(e.source, e.target) for e in start.old if e.source == alert]
+    long_action = " ".join([TINY_PAIRS[0][1]] * 10)
+    pieces = len(start.tokenizer.encode_target(long_action))
+    new = [Example(alert, long_action, 2), Example(other, TINY_PAIRS[0][1], 3)]
+    lines = []
+    train, cases = start.corpora(ParallelCorpus("c.tsv", new, []), True, lines.append, pieces - 1)
+    pairs = {(e.source, e.target) for e in train.examples}
+    assert old and set(old) <= pairs  # the alert keeps its old answers: its correction is not learned
+    assert not [e for e in train.examples if e.source == other and e.target != TINY_PAIRS[0][1]]  # others left out
+    warnings = [line for line in lines if line.startswith("warning: ")]
+    assert warnings == [f"warning: c.tsv: line 2: the action is {pieces} pieces, over train.max_target_length "
+                        f"({pieces - 1}), so it is not trained on; its alert's old answers stay in the replay"]
+    assert (alert, long_action) == (cases.examples[0].source, cases.examples[0].target)  # still a past case
 
 
 def test_a_correction_the_vocabulary_cannot_write_is_named_and_the_others_are_not(run):
     start = Start.load(run.best)
     lines = []
     new = [Example(TINY_PAIRS[0][0], TINY_PAIRS[1][1], 2), Example(TINY_PAIRS[1][0], "replace part ζ-88231", 3)]
-    start.corpora(ParallelCorpus("c.tsv", new, []), True, lines.append)
+    start.corpora(ParallelCorpus("c.tsv", new, []), True, lines.append, 100)
     warnings = [line for line in lines if line.startswith("warning: ")]
     assert len(warnings) == 1 and warnings[0].startswith("warning: c.tsv: line 3: the vocabulary of ")
     assert "cannot write the action 'replace part ζ-88231'" in warnings[0]
@@ -120,7 +139,7 @@ def test_corrections_that_disagree_about_one_alert_are_named(run):
     lines = []
     new = [Example(TINY_PAIRS[0][0], TINY_PAIRS[0][1], 2), Example(TINY_PAIRS[0][0].upper(), TINY_PAIRS[1][1], 3),
            Example(TINY_PAIRS[1][0], TINY_PAIRS[1][1], 4)]
-    Start.load(run.best).corpora(ParallelCorpus("c.tsv", new, []), True, lines.append)
+    Start.load(run.best).corpora(ParallelCorpus("c.tsv", new, []), True, lines.append, 100)
     assert f"warning: c.tsv: corrections disagree about 1 alert ({TINY_PAIRS[0][0]!r} has 2 answers)" in lines[0]
 
 
@@ -132,7 +151,7 @@ def test_init_from_without_train_is_refused_not_a_fine_tuning_on_the_embedded_co
 
 def test_no_replay_trains_on_the_new_pairs_alone_but_keeps_the_old_cases(run, corrections):
     start = Start.load(run.best)
-    train, cases = start.corpora(read_parallel(corrections), replay=False, log=lambda line: None)
+    train, cases = start.corpora(read_parallel(corrections), replay=False, log=lambda line: None, max_target_length=100)
     assert [(e.source, e.target) for e in train.examples] == CORRECTIONS
     assert len(cases.examples) == len(CORRECTIONS) + len(start.old)
 
@@ -144,7 +163,7 @@ def test_a_checkpoint_without_case_memory_says_once_that_nothing_is_mixed_in(run
     save_atomic(payload, bare)
     lines = []
     train, _ = Start.load(bare).corpora(ParallelCorpus("c", read_parallel(corrections).examples, []), True,
-                                        lines.append)
+                                        lines.append, 100)
     assert len(train.examples) == len(CORRECTIONS)
     notes = [line for line in lines if not line.startswith("warning: ")]  # the tiny vocabulary lacks "y" (relay)
     assert len(notes) == 1 and "no case memory" in notes[0] and "nothing is mixed in" in notes[0]
@@ -199,6 +218,17 @@ def test_a_fine_tuning_resumed_from_another_start_or_replay_is_refused(run, corr
     assert result.status == 2 and result.error_lines[-1].startswith("seq2seq: error: --resume: ")  # after the mix
     assert words in result.error_lines[-1]
     assert file_states(*before) == before
+
+
+def test_a_finished_fine_tuning_resumed_as_it_was_blends_and_reports_nothing_again(run, corrections, tmp_path):
+    output_dir = tmp_path / "run"
+    assert fine_tune(run, corrections, output_dir).status == 0
+    metrics, best = (output_dir / "metrics.jsonl").read_bytes(), read_checkpoint(output_dir / "best.pt")["weights"]
+    again = fine_tune(run, corrections, output_dir, "--resume")
+    assert again.status == 0, again.stderr
+    assert (output_dir / "metrics.jsonl").read_bytes() == metrics and "blend" not in again.stderr
+    resumed = read_checkpoint(output_dir / "best.pt")["weights"]
+    assert all(torch.equal(resumed[k], best[k]) for k in best)
 
 
 def test_no_replay_without_init_from_is_a_one_line_error(run, tmp_path):

@@ -42,6 +42,7 @@ OVERRIDES = {
     "vocab_size": ("tokenizer", "vocab_size"), "separate_vocab": ("tokenizer", "joint"),
 }
 FLAG_NAMES = {"input_feeding": "--no-input-feeding"}  # flags whose dest is not their name
+SECTION_TYPES = {"model": ModelConfig, "train": TrainConfig, "tokenizer": TokenizerConfig}
 CONFIG_SECTIONS = ("model", "train", "tokenizer", "search")  # of a config file; rul is seq2seq rul train's
 # Fields whose value is a name, with the names each takes: a config file's are checked as it is read (flags have
 # argparse choices), so an unknown one is named with its file and section.
@@ -106,6 +107,7 @@ def settings(args: argparse.Namespace) -> dict[tuple[str, str], tuple[Any, str]]
                 if not isinstance(values, dict):
                     raise ConfigError(f"{args.config}: section {name} must be an object of {name} fields")
                 check_names(values, NAMES[name], f"{args.config}: {name}")
+                from_dict(SECTION_TYPES[name], values, f"{args.config}: {name}")  # as written: a flag may hide a fault
                 found.update({(name, key): (value, f"{args.config}: {name}.{key}") for key, value in values.items()})
     for flag, (section, key) in OVERRIDES.items():
         if getattr(args, flag) is not None:
@@ -151,7 +153,8 @@ def run_train(args: argparse.Namespace) -> int:
     with process_group(train_config.device) as world:  # a world of one without torchrun
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
         new = train  # a fine-tuning run's new pairs: best.pt is the checkpoint that learned the most of them
-        train, cases = start.corpora(train, args.replay, log) if start else (train, None)
+        train, cases = (start.corpora(train, args.replay, log, train_config.max_target_length) if start
+                        else (train, None))
         if train_config.members > 1:
             result = train_members(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
                                    args.resume, args.overwrite, log, world, search)
