@@ -13,6 +13,10 @@ from contextlib import contextmanager
 # Control characters (Unicode's Cc) but the tab and the line breaks a multi-line text holds: a NUL, an ANSI escape
 # (ESC), a C1 code. No keyboard types them; a program's post could, and a terminal or an export would carry them.
 CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder how the text after
+# them reads on screen ("Trojan Source", CVE-2021-42574), so a stored alert or correction could show one action and
+# hold another. Keyboards for right-to-left scripts type the marks U+200E/U+200F, which are accepted.
+BIDI_CONTROLS = re.compile(r"[\u202a-\u202e\u2066-\u2069]")
 
 
 class Seq2SeqError(Exception):
@@ -53,7 +57,8 @@ def listed(names: list[str], most: int = 20) -> str:
 def typed_text_fault(text: str) -> str | None:
     """Why ``text`` sent to the app is not text a person typed, with the character where it goes wrong, e.g. "holds
     a control character (U+001B) at character 4; ..."; None when it is. A lone surrogate (a JSON ``"\\ud800"``)
-    is half a character that no tokenizer or UTF-8 file can take; a control character is in ``CONTROLS``."""
+    is half a character that no tokenizer or UTF-8 file can take; a control character is in ``CONTROLS``, an
+    override in ``BIDI_CONTROLS``."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
@@ -61,6 +66,9 @@ def typed_text_fault(text: str) -> str | None:
     if control := CONTROLS.search(text):
         return (f"holds a control character (U+{ord(control.group()):04X}) at character {control.start() + 1}; "
                 "tabs and line breaks are the only ones accepted")
+    if bidi := BIDI_CONTROLS.search(text):
+        return (f"holds a bidirectional override (U+{ord(bidi.group()):04X}) at character {bidi.start() + 1}, which "
+                "would reorder how the text reads on screen")
     return None
 
 

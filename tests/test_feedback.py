@@ -78,6 +78,8 @@ def test_the_file_is_in_wal_mode_with_the_current_schema_version(store):
     (("pump\x00", "inspect", "wrong"), ("alert", "control character (U+0000) at character 5")),
     (("pump", "inspect", "wrong", "esc \x1b[31m red"), ("correction", "control character (U+001B) at character 5")),
     (("pump", "bell\x07", "right"), ("recommendation", "(U+0007) at character 5")),
+    (("pump", "inspect", "wrong", "replace \u202eevlav"), ("correction", "bidirectional override (U+202E) at "
+                                                             "character 9")),
     (("pump", "inspect", "wrong", "", "csi\x9b"), ("technician", "(U+009B) at character 4")),
 ])
 def test_bad_feedback_is_a_one_line_error_naming_the_field(fields, words):

@@ -14,6 +14,7 @@ from seq2seq.serving.requests import alert_lines, unit_number, whole_number
     ("pump\u2028low", ["pump\u2028low"]),
     ("pump\u2029low\u3000", ["pump\u2029low"]),  # a wide space at the end is stripped like a space
     ("pump\tlow", ["pump\tlow"]),  # tabs are typed (and pasted from tables)
+    ("\u05d0 \u200fpump low", ["\u05d0 \u200fpump low"]),  # a right-to-left mark, as Hebrew keyboards type it
 ])
 def test_alerts_are_the_non_blank_lines_split_as_an_incident_log_splits_them(text, alerts):
     assert alert_lines(text, 50, 10_000) == alerts
@@ -29,6 +30,9 @@ def test_alerts_are_the_non_blank_lines_split_as_an_incident_log_splits_them(tex
     ("ok\n     egt\x1b[31m", r"Alert 2 holds a control character \(U\+001B\) at character 9"),
     ("ok\n\x1c", r"Alert 2 holds a control character \(U\+001C\)"),
     ("pump \ud800 low", r"Alert 1 is not valid Unicode \(a lone surrogate at character 6\)"),
+    ("ok\nvalve \u202eenilno", r"Alert 2 holds a bidirectional override \(U\+202E\) at character 7, which would "
+                             "reorder"),
+    ("\u2066egt high\u2069", r"Alert 1 holds a bidirectional override \(U\+2066\) at character 1"),
     (" \n \r\n", "Type at least one alert"),
     (["pump low"], "Alerts must be text"),
     ("a\n" * 51, "Too much input"),
