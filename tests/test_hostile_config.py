@@ -205,6 +205,20 @@ def test_a_bad_flag_is_blamed_on_the_flag_not_on_the_config_file(tmp_path, flags
         assert str(config) not in line and "options" not in line
 
 
+@pytest.mark.parametrize("command, section, flags", [
+    (["train"], "train", ["--epochs", "2"]), (["train"], "model", ["--dropout", "0.1"]),
+    (["rul", "train"], "rul", ["--epochs", "2"]),
+], ids=["train-epochs", "model-dropout", "rul-epochs"])
+def test_a_config_file_value_a_flag_overrides_is_still_checked_and_named_with_its_file(tmp_path, command, section,
+                                                                                     flags):
+    """The file is kept for the next run, which may not pass the flag; its fault is named now, not then."""
+    key = flags[0].removeprefix("--")
+    config = write_config(tmp_path, json.dumps({section: {key: -7}}))
+    result = run_cli(*command, "--output-dir", str(tmp_path / "run"), "--config", str(config), *flags)
+    assert_one_line_error(result, f"{config}: {section}: {key} must be in ")
+    assert not (tmp_path / "run").exists()
+
+
 def test_rul_flags_are_blamed_on_the_flag(tmp_path):
     config = write_config(tmp_path, json.dumps({"rul": {"epochs": 2}}))
     result = run_cli("rul", "train", "--output-dir", str(tmp_path / "run"), "--config", str(config), "--epochs", "0")

@@ -72,6 +72,7 @@ def rul_config(args: argparse.Namespace) -> RulConfig:
             raise ConfigError(f"{args.config}: section rul must be an object of rul fields")
         values = dict(section)
         check_names(values, {"device": DEVICES, "schedule": RUL_SCHEDULES}, f"{args.config}: rul")
+        from_dict(RulConfig, values, f"{args.config}: rul")  # the file as written: a flag may hide a fault in it
     flags = {}
     for flag, key in (("epochs", "epochs"), ("max_minutes", "max_minutes"), ("seed", "seed"), ("device", "device")):
         if getattr(args, flag) is not None:
