@@ -64,13 +64,17 @@ def merged(base: dict, overrides: dict[str, dict[str, object]]) -> dict:
 
 
 def run(command: list[str], log: Path) -> str:
-    """Run a CLI command; its stderr goes to ``log``; a failure stops the ablation with the log's tail."""
+    """Run a CLI command; its stderr goes to ``log``; a failure stops the ablation with the tail of what the
+    command wrote there (the log is appended to, and its earlier lines are other commands')."""
     with log.open("a", encoding="utf-8") as err:
+        start = err.tell()
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=err, text=True)
     if done.returncode:
-        tail = log.read_text(encoding="utf-8").splitlines()[-5:]
-        raise SystemExit(f"{Path(sys.argv[0]).stem}: error: {' '.join(command)} exited {done.returncode}:\n"
-                         + "\n".join(tail))
+        with log.open("rb") as written:
+            written.seek(start)
+            tail = written.read().decode("utf-8", errors="replace").splitlines()[-5:]
+        raise SystemExit(f"{Path(sys.argv[0]).stem}: error: {' '.join(command)} exited {done.returncode}"
+                         + (":\n" + "\n".join(tail) if tail else ", writing nothing to stderr"))
     return done.stdout
 
 

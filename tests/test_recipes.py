@@ -548,6 +548,23 @@ def test_ablate_maintnet_trains_each_variant_and_seed_through_the_cli_and_prints
     assert (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime == first
 
 
+def test_ablate_maintnet_quotes_only_what_the_failed_command_wrote_not_earlier_runs_lines(tmp_path, monkeypatch):
+    import sys
+
+    from support import SCRIPTS, load_script
+
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    ablate, log = load_script("ablate_maintnet"), tmp_path / "train.err"
+    log.write_text("an earlier run's error\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as failed:
+        ablate.run([sys.executable, "-c", "import sys; sys.stderr.write('this one\\n'); sys.exit(3)"], log)
+    assert str(failed.value).endswith("exited 3:\nthis one") and "earlier" not in str(failed.value)
+    with pytest.raises(SystemExit) as silent:
+        ablate.run([sys.executable, "-c", "import sys; sys.exit(4)"], log)
+    assert str(silent.value).endswith("exited 4, writing nothing to stderr")
+    assert log.read_text(encoding="utf-8") == "an earlier run's error\nthis one\n"  # the log keeps every line
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("attention, extra", [("luong-general", ()), ("luong-concat", ()),
                                               ("luong-dot", ("--encoder-hidden", "64"))])
