@@ -537,3 +537,34 @@ def test_a_folder_where_a_default_model_goes_is_refused_before_any_training(tmp_
     with pytest.raises(DataError, match=f"{name}: is not a file; remove it, or pass the model to use"):
         build(tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == [name]
+
+
+@pytest.mark.slow
+def test_a_default_translator_build_stopped_by_ctrl_c_goes_on_from_its_last_checkpoint(tmp_path, monkeypatch,
+                                                                                       capsys):
+    from seq2seq.checkpoint import read_checkpoint
+    from seq2seq.serving import defaults
+    from seq2seq.train import Trainer
+
+    monkeypatch.setattr(defaults, "TRANSLATOR_MINUTES", 0.01)  # a build of about a second of training
+    real = Trainer.run_epochs
+
+    def interrupted(self, deadline):
+        real(self, deadline)
+        raise KeyboardInterrupt  # as Ctrl-C during the run: fit saves last.pt
+
+    monkeypatch.setattr(Trainer, "run_epochs", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        default_translator(tmp_path)
+    last = tmp_path / "translator-run" / "last.pt"
+    step = read_checkpoint(last)["training_state"]["step"]
+    assert step > 0 and not (tmp_path / "translator.pt").exists()
+    monkeypatch.setattr(Trainer, "run_epochs", real)
+    capsys.readouterr()
+    assert default_translator(tmp_path) == tmp_path / "translator.pt"
+    assert f"resumed {last} at step {step} " in capsys.readouterr().err
+    assert Recommender.from_checkpoint(tmp_path / "translator.pt").translate(["fan vibration high"])[0]
+    (tmp_path / "translator.pt").unlink()  # a build stopped again, and its last.pt damaged since
+    last.write_bytes(last.read_bytes()[:1000])
+    assert default_translator(tmp_path).is_file()
+    assert "cannot be resumed (" in capsys.readouterr().err

@@ -3,9 +3,10 @@
 ``default_translator()`` trains the translator on the embedded corpus with the default
 configuration and ``default_rul_model()`` the RUL model on seeded synthetic engines, each within a
 wall-clock budget (TRANSLATOR_MINUTES, RUL_MINUTES), so the UI works on a fresh clone with
-no manual step; later calls find the cached files and return at once. ``bundled_engines()`` are the
-seeded synthetic engines the UI offers when no C-MAPSS file is uploaded. ``load_translators()`` names the
-translators the UI offers.
+no manual step; later calls find the cached files and return at once. A translator build stopped
+by Ctrl-C goes on from its last.pt at the next call; the RUL model's, under a minute, starts over.
+``bundled_engines()`` are the seeded synthetic engines the UI offers when no C-MAPSS file is uploaded.
+``load_translators()`` names the translators the UI offers.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from seq2seq.config import ModelConfig, RulConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import EMBEDDED_DATA, read_parallel
-from seq2seq.errors import DataError
+from seq2seq.errors import DataError, Seq2SeqError
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.runs import train_on_engines
@@ -56,9 +57,15 @@ def default_translator(folder: Path = DEFAULT_DIR) -> Path:
     if _missing(target):
         _log(f"{target} is missing: training the default translator (at most {TRANSLATOR_MINUTES} minutes)")
         run_dir = folder / "translator-run"
-        trainer = build_trainer(read_parallel(EMBEDDED_DATA / "train.tsv"), read_parallel(EMBEDDED_DATA / "dev.tsv"),
-                                run_dir, ModelConfig(), TrainConfig(max_minutes=TRANSLATOR_MINUTES, device="cpu"),
-                                TokenizerConfig(), overwrite=True, log=_log)
+        data = read_parallel(EMBEDDED_DATA / "train.tsv"), read_parallel(EMBEDDED_DATA / "dev.tsv")
+        configs = ModelConfig(), TrainConfig(max_minutes=TRANSLATOR_MINUTES, device="cpu"), TokenizerConfig()
+        trainer = None
+        if (run_dir / "last.pt").is_file():  # a build stopped by Ctrl-C: it goes on, with the whole budget again
+            try:
+                trainer = build_trainer(*data, run_dir, *configs, resume=True, log=_log)
+            except Seq2SeqError as err:  # a run of another version's defaults, or a damaged file
+                _log(f"{run_dir} cannot be resumed ({err}): training from the start")
+        trainer = trainer or build_trainer(*data, run_dir, *configs, overwrite=True, log=_log)
         trainer.fit()
         _install(run_dir, target)
     return target
