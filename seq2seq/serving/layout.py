@@ -2,7 +2,7 @@
 
 Every added field follows ``seq2seq.serving.batch``'s module docstring; TSV output splits on tabs as
 ``seq2seq.files`` reads it, so a field never holds a tab or a line break: they are written as spaces, and the row's
-``error`` field names the columns where that happened (``Layout.error``), so no text changes unmarked. A row's
+``error`` field names the columns where that happened (``Layout.rows_text``), so no text changes unmarked. A row's
 bytes that are not UTF-8 go back as they came in CSV, TSV and TXT output; in JSONL output, which must be UTF-8
 JSON, each is written as its escape (``files.escaped``: the text ``caf\\xe9``), as ``translate --json`` does.
 ``output.Sinks`` appends what a ``Layout`` writes to the files.
@@ -54,18 +54,15 @@ class Layout:
     def header_text(self) -> str:
         return self._table([[*self.columns, *self.added]]) if self.fmt in ("csv", "tsv") else ""
 
-    def rows_text(self, rows: list[Row], results: list[Recommendation | None]) -> str:
-        pairs = zip(rows, results, strict=True)
-        if self.fmt == "txt":
-            return "".join(self._txt_line(row, result) for row, result in pairs)
-        if self.fmt == "jsonl":
-            return "".join(self._json_line(row, result) for row, result in pairs)
-        return self._table([self._fields(row, result) for row, result in pairs])
-
-    def error(self, row: Row, result: Recommendation | None) -> str:
-        """The row's ``error`` field as written: ``row_error``, and in TSV output the columns whose text held a tab
-        or line break."""
-        return self._fields(row, result)[-1] if self.fmt == "tsv" else row_error(row, result)
+    def rows_text(self, rows: list[Row], results: list[Recommendation | None]) -> tuple[str, list[str]]:
+        """The rows as written, and each row's ``error`` field as written: ``row_error``, and in TSV output the
+        columns whose text held a tab or line break."""
+        pairs = list(zip(rows, results, strict=True))
+        if self.fmt in ("csv", "tsv"):
+            records = [self._fields(row, result) for row, result in pairs]
+            return self._table(records), [record[-1] for record in records]
+        line = self._txt_line if self.fmt == "txt" else self._json_line
+        return "".join(line(row, result) for row, result in pairs), [row_error(row, result) for row, result in pairs]
 
     def _added(self, row: Row, result: Recommendation | None) -> list[str | float | None]:
         """recommendation, score, recommendation_2, score_2, ..., trust, verdict, similar_action (the action of

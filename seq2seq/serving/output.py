@@ -53,11 +53,12 @@ class Sinks:
         if self.heatmaps:
             self.heatmaps.mkdir(parents=True, exist_ok=True)
 
-    def write(self, rows: list[Row], results: list[Recommendation | None]) -> None:
-        """Heatmaps, then attention lines, then output rows, so the output never runs ahead of the others.
+    def write(self, rows: list[Row], results: list[Recommendation | None]) -> list[str]:
+        """Heatmaps, then attention lines, then output rows, so the output never runs ahead of the others; returns
+        each row's ``error`` field as written.
 
         An OSError (a full disk) names the file it happened on, which a write to an open file does not."""
-        text = self.layout.rows_text(rows, results)  # first: a DataError here leaves every file as it was
+        text, errors = self.layout.rows_text(rows, results)  # first: a DataError here leaves every file as it was
         if self.heatmaps:
             for row, result in zip(rows, results, strict=True):
                 if result and result.candidates:
@@ -70,6 +71,7 @@ class Sinks:
                                                 for row, result in zip(rows, results, strict=True)))
         with _naming(Path(self.output.name)):
             _append(self.output, text)
+        return errors
 
     def __enter__(self) -> Sinks:
         return self
