@@ -83,7 +83,7 @@ class TrainConfig:
     subword_alpha: float = 0.0  # > 0: each epoch's training pairs in freshly sampled pieces (tokenizer.sample_options)
     members: int = 1  # runs of this recipe with seeds seed, seed + 1, ...; > 1: best.pt is their ensemble
     parallel: int = 1  # members trained at once, one process each (side_by_side.py; docs/gpu-and-torchrun.md)
-    distill: bool = False  # members > 1: their ensemble teaches as many students; best.pt is theirs (combine.py)
+    distill: bool = False  # members > 1: their ensemble teaches as many students; best.pt is theirs (members.py)
     average_best: int = 0  # k > 1: best.pt may be the mean of the k best validations' weights (selection.py)
     forget_tolerance: float = 1.0  # --init-from: dev BLEU best.pt may give up to learn the new pairs (selection.py)
 

@@ -5,7 +5,7 @@ time training one, because each step's many small kernels wait on the host to la
 MaintNet recipe's seven members, trained as seven processes side by side, took 2 min 14 s on it
 (docs/gpu-and-torchrun.md). On a CPU the cores are split among the processes.
 
-Each member is trained in a spawned process exactly as ``combine.train_members`` trains it in its
+Each member is trained in a spawned process exactly as ``members.train_members`` trains it in its
 own (the same ``build_trainer`` call, tokenizer, seed and budget), so the weights are the same as one
 after the other with the same number of threads. A member's log lines and progress bars go to
 OUTPUT_DIR/member-K/train.log; this process shows a bar over the members and one line as each ends.

@@ -284,7 +284,7 @@ def test_distill_without_members_is_a_one_line_error(tmp_path):
 
 
 def test_each_member_may_take_what_is_left_of_the_budget_shared_by_the_runs_still_to_train(tmp_path):
-    from seq2seq.combine import LAST_MINUTES, _Runs
+    from seq2seq.members import LAST_MINUTES, _Runs
 
     data = read_parallel(tiny_data(tmp_path).dev)
     runs = _Runs(data, tiny_config(), TrainConfig(max_minutes=10), TokenizerConfig(), False, False, print,

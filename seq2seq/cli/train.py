@@ -13,7 +13,6 @@ from typing import Any
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.checkpoint import count_parameters, with_search_defaults
 from seq2seq.cli.common import path_flag, read_corpus
-from seq2seq.combine import train_members
 from seq2seq.config import DEVICES, ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.corpus import EMBEDDED_DATA, ParallelCorpus
@@ -21,6 +20,7 @@ from seq2seq.distributed import World, process_group
 from seq2seq.errors import ConfigError
 from seq2seq.fast.precision import PRECISIONS
 from seq2seq.finetune import Start
+from seq2seq.members import train_members
 from seq2seq.optimizer import SCHEDULES
 from seq2seq.runs import build_trainer, dev_overlap_warning
 from seq2seq.tokenizer import MODEL_TYPES
