@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -36,6 +37,7 @@ from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, UNCERTAIN_BELOW, TrustMode
 
 T = TypeVar("T")
 SIMILAR = 3  # past cases returned per alert unless asked otherwise
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 JUDGED_BATCHES = 4  # decoded batches judged together at most (docs/trust.md: 64 to 256 alerts a look-up)
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,9 @@ def distinct(candidates: list[Candidate]) -> list[Candidate]:
 def once_each(alerts: list[str], answer: Callable[[list[str]], list[T]]) -> list[T]:
     """``answer(alerts)``, computed once per distinct alert: a maintenance log repeats alerts (MaintNet's training
     problems are 4,935 lines and 3,007 distinct ones), and the same alert gets the same answer wherever it stands."""
+    if isinstance(alerts, str) or not all(isinstance(alert, str) for alert in alerts):  # a str: one per character
+        raise TypeError(f"alerts must be a list of strings, one per alert; got {type(alerts).__name__} "
+                        f"{str(alerts)[:60]!r}")
     distinct = list(dict.fromkeys(alerts))
     if len(distinct) == len(alerts):
         return answer(alerts)
@@ -135,6 +140,8 @@ class Recommender:
 
     def encode(self, alert: str) -> tuple[list[int], list[str], str | None]:
         """Ids and pieces of one alert (EOS last), truncated to the model's limit with a warning."""
+        if lone := LONE_SURROGATE.search(alert):  # half a character (a JSON "\\ud800"), which SentencePiece cannot take
+            return [], [], f"not valid Unicode (a lone surrogate at character {lone.start() + 1}); no recommendation"
         ids = self.tokenizer.encode_source(alert)
         pieces = self.tokenizer.source_pieces(alert)
         if len(ids) <= 1:  # a line of control characters (a NUL from a broken pipe) reads as spaces: say so

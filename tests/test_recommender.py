@@ -161,6 +161,23 @@ def test_empty_or_whitespace_alert_gives_an_empty_recommendation_with_a_warning(
     assert [before.text, after.text] == recommender.translate([ALERTS[0], ALERTS[1]])
 
 
+@pytest.mark.parametrize("alert, place", [("oil \ud800 leak", 5), ("\udce9t\u00e9", 1)],
+                         ids=["json-escape", "kept-byte"])
+def test_an_alert_holding_half_a_character_is_answered_with_nothing_and_says_where(recommender, alert, place):
+    """SentencePiece raised its own RuntimeError on a lone surrogate, failing the whole call."""
+    before, result, after = recommender.recommend([ALERTS[0], alert, ALERTS[1]])
+    assert result.candidates == [] and result.trust is None
+    assert result.warning == f"not valid Unicode (a lone surrogate at character {place}); no recommendation"
+    assert [before.text, "", after.text] == recommender.translate([ALERTS[0], alert, ALERTS[1]])
+
+
+@pytest.mark.parametrize("alerts", ["pump vibration high", [b"pump"], ["pump", None]], ids=["str", "bytes", "none"])
+def test_alerts_that_are_not_a_list_of_strings_are_a_type_error_not_one_answer_per_character(recommender, alerts):
+    for call in (recommender.recommend, recommender.translate):
+        with pytest.raises(TypeError, match="alerts must be a list of strings, one per alert"):
+            call(alerts)
+
+
 def test_over_long_alert_is_truncated_to_the_model_limit_with_a_warning(recommender):
     result = recommender.recommend([ALERTS[2]])[0]
     assert len(result.source_pieces) == MAX_SOURCE_LENGTH and result.source_pieces[-1] == "</s>"
