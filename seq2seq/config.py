@@ -173,7 +173,7 @@ RANGES: dict[str, dict[str, str]] = {
         "average_best": "[0, 100]", "forget_tolerance": "[0, 100]"},
     "SearchConfig": {
         "beam_size": f"[1, {MAX_BEAM_SIZE}]", "n_best": "[1, beam_size]", "length_penalty": "[0, 5]",
-        "beam_patience": "[1, 10]", "max_length_ratio": "[0, 10]", "max_length_extra": "[0, 1000]"},
+        "beam_patience": "[1, 10]", "max_length_ratio": "[0, 10]", "max_length_extra": "[1, 1000]"},
     "RulConfig": {
         "window": "[1, 1000]", "noise": "[0, 10]", "time_warp": "[0, 0.9]", "smoothing": "[0, 1)",
         "rul_cap": "[1, 100000]", "critical_below": "[0, 100000]",

@@ -34,6 +34,7 @@ OUT_OF_RANGE = [
     (SearchConfig, "beam_size", 0), (SearchConfig, "beam_size", MAX_BEAM_SIZE + 1), (SearchConfig, "beam_size", 10**9),
     (SearchConfig, "length_penalty", math.nan), (SearchConfig, "length_penalty", 1e308),
     (SearchConfig, "length_penalty", -1.0), (SearchConfig, "max_length_ratio", -1.0),
+    (SearchConfig, "max_length_extra", 0),  # with max_length_ratio 0, every answer was empty and 'confident'
     (SearchConfig, "beam_patience", 0.5), (SearchConfig, "beam_patience", math.nan),
     (RulConfig, "window", 0), (RulConfig, "window", -3), (RulConfig, "rul_cap", 0), (RulConfig, "kernel_size", 4),
     (RulConfig, "window", 1001),  # longer than any C-MAPSS engine (543 cycles); 2,000 took 4 GB on FD001
