@@ -193,10 +193,11 @@ def read_lines(path: Path) -> list[str]:
 def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...], where: str, what: str,
                   taken: tuple[str, ...] = ()) -> str:
     """The name in ``found`` for ``wanted``, else for the first of ``defaults`` present, else the only
-    name not ``taken``: exact names first, then ignoring case. A DataError lists the names found; a
-    name found twice is a DataError (which of the two was meant cannot be told), and so is a name in
+    name not ``taken`` when nothing is taken: exact names first, then ignoring case. A DataError lists the names
+    found; a name found twice is a DataError (which of the two was meant cannot be told), and so is a name in
     ``taken`` (the source chosen again as the target: a model would learn to copy, a score compare the
-    references with themselves)."""
+    references with themselves). A target is never the column left over: in a file of ids and alerts that would be
+    the ids, learned or scored against without a word."""
     check_distinct_names(found, where, what)
     names = (wanted,) if wanted is not None else defaults
     for same in (str.__eq__, lambda a, b: a.casefold() == b.casefold()):
@@ -208,7 +209,7 @@ def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...
                                         f"already; the source and the target must be two {what}s")
                     return candidate
     free = [name for name in found if name not in taken]
-    if wanted is None and len(free) == 1:
+    if wanted is None and len(free) == 1 and not taken:
         _check_separator(found, where, what)
         return free[0]
     raise DataError(f"{where}: no {what} {' or '.join(map(repr, names))} ({what}s found: {listed(found)})")

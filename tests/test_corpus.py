@@ -126,6 +126,14 @@ def test_missing_default_columns_name_every_default(tmp_tsv):
     assert "'source' or 'problem' or 'alert'" in message and "message, target" in message
 
 
+def test_a_target_is_never_the_column_left_over_but_named_or_given(tmp_tsv):
+    """An ids-and-alerts file was scored against its ids (BLEU 0.00, status 0), and trained on them likewise."""
+    path = tmp_tsv([("17", "oil leak")], header=("ident", "problem"))
+    assert one_line_error(read_parallel, path) == f"{path}: no column 'target' or 'action' (columns found: ident, " \
+                                                  "problem)"
+    assert pairs_of(read_parallel(path, target_column="ident")) == [("oil leak", "17")]  # given, it is taken
+
+
 @pytest.mark.parametrize(
     ("name", "content", "expected"),
     [
