@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from support import (
     DRIFT_SENSOR,
     DRIFT_UNIT,
     RUL_CONFIG,
+    CliResult,
     assert_one_line_error,
     run_cli,
     trained,
@@ -67,6 +69,25 @@ def test_evaluate_pairs_the_true_lives_with_engines_in_unit_order_whatever_the_t
                                  str(test), "--rul", str(rul_run.rul), "--json").stdout) for test in (rul_run.test,
                                                                                                    reversed_test)]
     assert scores[0] == scores[1]
+
+
+def test_evaluate_gives_each_unit_its_own_line_of_the_rul_file_when_the_test_file_skips_units(rul_run, tmp_path):
+    """Units 1 and 3 were scored against lines 1 and 2 without a word."""
+    lines = rul_run.test.read_text(encoding="utf-8").splitlines()
+    lives = rul_run.rul.read_text(encoding="utf-8").split()
+    kept = [line for line in lines if line.split()[0] in ("1", "3")]
+    (tmp_path / "test13.txt").write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    (tmp_path / "test12.txt").write_text("".join(line.replace("3", "2", 1) + "\n" if line.split()[0] == "3" else
+                                                 line + "\n" for line in kept), encoding="utf-8")  # unit 3 as unit 2
+    (tmp_path / "rul12.txt").write_text(f"{lives[0]}\n{lives[2]}\n", encoding="utf-8")
+
+    def evaluate(test: str, rul: Path) -> CliResult:
+        return run_cli("rul", "evaluate", "--model", str(rul_run.output_dir / "best.pt"), "--test",
+                       str(tmp_path / test), "--rul", str(rul), "--json")
+
+    assert json.loads(evaluate("test13.txt", rul_run.rul).stdout) == json.loads(
+        evaluate("test12.txt", tmp_path / "rul12.txt").stdout)
+    assert_one_line_error(evaluate("test13.txt", tmp_path / "rul12.txt"), "2 lines, and none for unit 3")
 
 
 def test_evaluate_json_is_strict_json_when_the_score_passes_float_range(rul_run, tmp_path):

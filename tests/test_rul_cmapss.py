@@ -146,13 +146,14 @@ def test_an_engine_with_inconsistent_shapes_is_rejected():
         Engine(3, np.arange(0), np.zeros((0, 3)), np.zeros((0, 21)))
 
 
-def test_rul_file_round_trips_and_checks_the_engine_count(tmp_path):
+def test_rul_file_round_trips_and_gives_each_unit_its_own_line(tmp_path):
     path = tmp_path / "RUL_FD001.txt"
     write_rul(path, np.array([112.0, 98.0, 69.5]))
     assert path.read_text() == "112\n98\n69.5\n"
-    assert read_rul(path, 3).tolist() == [112.0, 98.0, 69.5]
-    with pytest.raises(DataError, match=r"^.*RUL_FD001\.txt: 3 values for 4 engines$"):
-        read_rul(path, 4)
+    assert read_rul(path).tolist() == read_rul(path, [1, 2, 3]).tolist() == [112.0, 98.0, 69.5]
+    assert read_rul(path, [3, 1]).tolist() == [69.5, 112.0]  # units 1 and 3: lines 1 and 3, not lines 1 and 2
+    with pytest.raises(DataError, match=r"^.*RUL_FD001\.txt: 3 lines, and none for unit 4 \(line k is unit k's"):
+        read_rul(path, [1, 4])
 
 
 @pytest.mark.parametrize(
@@ -161,7 +162,8 @@ def test_rul_file_round_trips_and_checks_the_engine_count(tmp_path):
         ("12\n-3\n", "line 2: negative remaining life: '-3'"),
         ("12\nx\n", "line 2: not a number: 'x'"),
         ("nan\n", "line 1: NaN (a remaining life must be a finite number)"),  # not "a reading"
-        ("12\n\n4 5\n", "line 3: expected one number, found 2 fields"),
+        ("12\n4 5\n", "line 2: expected one number, found 2 fields"),
+        ("50\n\n60\n70\n", "line 2: blank line among the remaining lives"),  # trailing blank lines are fine
         ("\n", "empty file"),
     ],
 )

@@ -109,7 +109,7 @@ def test_command_line_writes_readable_train_test_and_rul_files(tmp_path, capsys)
     assert main(["--out", str(tmp_path / "syn"), "--engines", "4", "--seed", "3"]) == 0
     train = read_cmapss(tmp_path / "syn" / "train_SYN.txt")
     test = read_cmapss(tmp_path / "syn" / "test_SYN.txt")
-    rul = read_rul(tmp_path / "syn" / "RUL_SYN.txt", len(test))
+    rul = read_rul(tmp_path / "syn" / "RUL_SYN.txt", [engine.unit for engine in test])
     assert len(train) == len(test) == 4 and np.all(rul >= 1)
     assert "wrote 4 training and 4 test engines" in capsys.readouterr().out
 

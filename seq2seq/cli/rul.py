@@ -123,9 +123,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(f"argument --cap: must be a number of cycles in [0, {UNCAPPED}] (0: uncapped), "
                           f"got {args.cap}")
     monitor = EngineMonitor.from_checkpoint(args.model)
-    # RUL_FD00x.txt lists the true lives in unit order, whatever order the test file holds its engines in
+    # RUL_FD00x.txt's line k is unit k's true life, whatever order and subset of units the test file holds; scored in
+    # unit order, so that the sums come out alike
     engines = sorted(read_cmapss(args.test), key=lambda engine: engine.unit)
-    true_rul = read_rul(args.rul, len(engines))
+    true_rul = read_rul(args.rul, [engine.unit for engine in engines])
     # The truth's cap is the protocol's, not the model's: a model trained with a lower cap must not be scored
     # against an easier truth. Only the targets depend on it, not what the model reads.
     truth = replace(monitor.config, rul_cap=args.cap or UNCAPPED)

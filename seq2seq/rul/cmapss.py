@@ -105,15 +105,25 @@ def read_cmapss(path: str | Path) -> list[Engine]:
     return [_engine(unit, np.array(rows)) for unit, rows in blocks]
 
 
-def read_rul(path: str | Path, n_engines: int | None = None) -> np.ndarray:
-    """The true remaining lives of ``RUL_FD00x.txt``, (B,) float; B must equal ``n_engines`` when given.
+def read_rul(path: str | Path, units: Sequence[int] | None = None) -> np.ndarray:
+    """The true remaining lives of ``RUL_FD00x.txt``, line k being unit k's: (B,) float for ``units`` (unit
+    numbers, in their order), or every line's when None.
 
-    One non-negative finite number per line; anything else is a one-line DataError naming the line.
+    One non-negative finite number per line; anything else is a one-line DataError naming the line, as is a blank
+    line before a value (it would shift every later unit's) and a unit with no line.
     """
     path = Path(path)
-    values = []
-    for number, fields in _records(path):
+    values: list[float] = []
+    blank = None  # the first blank line, refused once a value follows it
+    for number, line in enumerate(read_lines(path), 1):
+        fields = line.split()
+        if not fields:
+            blank = blank or number
+            continue
         where = f"{path}: line {number}"
+        if blank is not None:
+            raise DataError(f"{path}: line {blank}: blank line among the remaining lives (line k is unit k's, so "
+                            "it would shift every later unit's)")
         if len(fields) != 1:
             raise DataError(f"{where}: expected one number, found {len(fields)} fields")
         value = _number(fields[0], where, "a remaining life")
@@ -122,9 +132,12 @@ def read_rul(path: str | Path, n_engines: int | None = None) -> np.ndarray:
         values.append(value)
     if not values:
         raise DataError(f"{path}: empty file (expected one remaining life per line)")
-    if n_engines is not None and len(values) != n_engines:
-        raise DataError(f"{path}: {len(values)} values for {n_engines} engines")
-    return np.array(values, dtype=np.float64)
+    if units is None:
+        return np.array(values, dtype=np.float64)
+    if missing := [unit for unit in units if not 1 <= unit <= len(values)]:
+        raise DataError(f"{path}: {len(values)} lines, and none for unit {missing[0]} (line k is unit k's true "
+                        "remaining life)")
+    return np.array([values[unit - 1] for unit in units], dtype=np.float64)
 
 
 def write_cmapss(path: str | Path, engines: Sequence[Engine]) -> None:
