@@ -10,7 +10,7 @@ from seq2seq.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
-from seq2seq.rul.windows import HEALTH_STATES
+from seq2seq.rul.windows import HEALTH_STATES, health_state
 from seq2seq.serving.figures import attention_figure, deviation_figure, recommendation_figures
 
 CATALOG = {sensor_alert(s.symbol, d, k) for s in SENSORS for d in DIRECTIONS for k in STRENGTHS}
@@ -67,7 +67,7 @@ def test_without_a_translator_there_are_alerts_but_no_recommendations(rul_run, m
 
 def test_a_reading_far_beyond_the_fleet_is_warned_about_and_ordinary_engines_get_no_warning(rul_run, monitor, reports):
     """A typo (1e6 for a temperature near 640) moved a real engine from critical to degrading without a word."""
-    assert all(report.warnings == [] for report in reports.values())
+    assert not [w for report in reports.values() for w in report.warnings if w.startswith("sensor ")]
     engine = read_cmapss(rul_run.train)[0]
     kept = monitor.preprocessor.kept_sensors[0]
     engine.sensors[5, kept - 1] = 1e6  # one cycle of one kept sensor
@@ -75,6 +75,31 @@ def test_a_reading_far_beyond_the_fleet_is_warned_about_and_ordinary_engines_get
     symbol = SENSORS[kept - 1].symbol
     assert warning.startswith(f"sensor {symbol} reads 1e+06 at cycle {engine.cycles[5]}, ")
     assert "training standard deviations from the fleet's mean: a faulty reading?" in warning
+
+
+@pytest.mark.parametrize(("called", "rul", "shown", "warned"), [
+    ("degrading", 27.0, "critical", True), ("critical", 33.0, "critical", True),
+    ("degrading", 99.1, "degrading", True), ("healthy", 120.0, "healthy", False),
+    ("critical", 30.0, "critical", False), ("degrading", 30.5, "degrading", False),
+])
+def test_the_health_shown_is_the_more_severe_of_the_call_and_the_rul_band_and_a_disagreement_is_said(
+        monitor, called, rul, shown, warned):
+    """Bands of the default config: critical at RUL <= 30, degrading at <= 80."""
+    health, warnings = monitor.health(HEALTH_STATES.index(called), rul)
+    assert health == shown and bool(warnings) == warned
+    if warned:
+        assert warnings == [f"the health call ({called}) and the RUL of {rul:.0f} cycles "
+                            f"({HEALTH_STATES[health_state(rul, monitor.config)]} band) disagree: shown as {shown}, "
+                            "the more severe"]
+
+
+def test_every_report_s_health_agrees_with_its_rul_band_or_is_more_severe_and_says_so(reports, monitor):
+    for report in reports.values():
+        band = health_state(report.rul, monitor.config)
+        assert HEALTH_STATES.index(report.health) >= band
+        said = [w for w in report.warnings if w.startswith("the health call")]
+        assert bool(said) == (HEALTH_STATES.index(report.health) != band or
+                              max(report.health_probabilities, key=report.health_probabilities.get) != report.health)
 
 
 def test_figures_show_the_attention_the_trend_and_the_deviations(reports):
