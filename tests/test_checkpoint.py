@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,18 @@ def _corrupt_tokenizer(path: Path) -> Path:
     return _edited(path, edit)
 
 
+def _flipped_weights(path: Path) -> Path:  # a disk or copy fault: torch loaded it, and it answered worse
+    with zipfile.ZipFile(path) as archive:
+        record = max(archive.infolist(), key=lambda info: info.file_size)
+        stored = archive.read(record)
+    data = bytearray(path.read_bytes())
+    at = data.find(stored) + len(stored) // 2
+    data[at:at + 100] = bytes(byte ^ 0xFF for byte in data[at:at + 100])
+    flipped = path.with_name("flipped.pt")
+    flipped.write_bytes(bytes(data))
+    return flipped
+
+
 BAD_CHECKPOINTS = {
     "missing": (_missing, "not found"),
     "directory": (_directory, "not a file"),
@@ -138,6 +151,7 @@ BAD_CHECKPOINTS = {
     "weights-of-another-config": (_weights_of_another_config, "weights do not match"),
     "corrupt-tokenizer": (_corrupt_tokenizer, "SentencePiece model is corrupt"),
     "nan-weight": (_nan_weight, "holds NaN or infinity: the checkpoint is damaged"),
+    "flipped-weights": (_flipped_weights, "damaged checkpoint: its record archive/data/"),
 }
 
 
