@@ -8,7 +8,7 @@ from support import DRIFT_SENSOR, DRIFT_UNIT, trained, trained_rul
 
 from seq2seq.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
 from seq2seq.recommender import Recommender
-from seq2seq.rul.cmapss import read_cmapss
+from seq2seq.rul.cmapss import Engine, read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.windows import HEALTH_STATES, health_state
 from seq2seq.serving.figures import attention_figure, deviation_figure, recommendation_figures
@@ -75,6 +75,20 @@ def test_a_reading_far_beyond_the_fleet_is_warned_about_and_ordinary_engines_get
     symbol = SENSORS[kept - 1].symbol
     assert warning.startswith(f"sensor {symbol} reads 1e+06 at cycle {engine.cycles[5]}, ")
     assert "training standard deviations from the fleet's mean: a faulty reading?" in warning
+
+
+@pytest.mark.parametrize(("kept", "words"), [
+    ([*range(20), *range(170, 182)], "cycles 21-170 are missing from the history: the model reads the cycles either"),
+    ([*range(20), *range(21, 40)], "cycle 21 is missing from the history"),
+    ([*range(10), *range(12, 20), *range(25, 40), *range(41, 50)], "cycles 11-12 and 2 more gaps are missing"),
+], ids=["one-long-gap", "one-cycle", "three-gaps"])
+def test_a_history_that_skips_cycles_is_warned_about(rul_run, monitor, kept, words):
+    """Cycles 1-20 then 181-192 of an FD001 engine were read as 32 cycles of wear, the RUL given without a word."""
+    engine = read_cmapss(rul_run.train)[0]
+    cut = Engine(engine.unit, engine.cycles[kept], engine.settings[kept], engine.sensors[kept])
+    [warning] = [w for w in monitor.analyse(cut).warnings if "missing" in w]
+    assert warning.startswith(words)
+    assert not [w for w in monitor.analyse(engine).warnings if "missing" in w]
 
 
 @pytest.mark.parametrize(("called", "rul", "shown", "warned"), [

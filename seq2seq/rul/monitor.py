@@ -57,6 +57,19 @@ class EngineReport:
         return too_short(len(self.rul_trend))
 
 
+def missing_cycles(engine: Engine) -> list[str]:
+    """A warning when the history skips cycles (a file may: only their order is checked): the model reads the rows
+    either side of a gap as successive cycles, so that 1-20 then 181-192 read as 32 cycles of wear."""
+    gaps = np.flatnonzero(np.diff(engine.cycles) > 1)
+    if not len(gaps):
+        return []
+    first, last = int(engine.cycles[gaps[0]]) + 1, int(engine.cycles[gaps[0] + 1]) - 1
+    more = f" and {len(gaps) - 1} more gap{'s' * (len(gaps) > 2)}" if len(gaps) > 1 else ""
+    span = f"cycle {first} is" if first == last and not more else f"cycles {first}-{last}{more} are"
+    return [f"{span} missing from the history: the model reads the cycles either side of a gap as successive, so "
+            "the RUL and health may be wrong"]
+
+
 def implausible_readings(engine: Engine, values: np.ndarray, kept: list[int], symbols: list[str]) -> list[str]:
     """A warning for each kept sensor with a reading over IMPLAUSIBLE_Z training standard deviations from the
     fleet's mean (its most extreme one): a typo or a faulty sensor, not wear, which the model reads as whatever
@@ -118,7 +131,7 @@ class EngineMonitor:
         if recommender is not None and alerts:
             recommendations = recommender.recommend([alert.phrase for alert in alerts], search)
         return EngineReport(
-            warnings=implausible_readings(engine, values, kept, symbols) + disagreement,
+            warnings=implausible_readings(engine, values, kept, symbols) + missing_cycles(engine) + disagreement,
             unit=engine.unit, rul=rul, health=health,
             health_probabilities=dict(zip(HEALTH_STATES, probabilities, strict=True)),
             window_cycles=[int(c) for c in engine.cycles[L - n:]], attention=attention.tolist(),
