@@ -4,6 +4,8 @@ prediction that is not finite is an error, never a health state (NaN used to rea
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -99,3 +101,13 @@ def test_cli_refuses_an_impossible_reading_in_one_line_and_changes_no_file(tmp_p
     assert_one_line_error(result, f"{data}: line {len(lines)}, column {SENSOR_COLUMN}")
     assert "healthy" not in result.stdout and "nan" not in result.stdout.lower()
     assert file_states(data, run.rul, run.output_dir / "best.pt") == before
+
+
+def test_training_engines_none_longer_than_the_critical_band_are_refused_before_any_training(tmp_path):
+    """100 engines of 1 cycle trained to "valid RMSE 0.00", and the model called a fresh engine healthy at RUL 0."""
+    engines = synthetic_engines(30, seed=3)
+    short = [replace(e, cycles=e.cycles[:1], settings=e.settings[:1], sensors=e.sensors[:1]) for e in engines]
+    write_cmapss(tmp_path / "short.txt", short)
+    result = run_cli("rul", "train", "--data", str(tmp_path / "short.txt"), "--output-dir", str(tmp_path / "run"))
+    assert_one_line_error(result, "the longest engine has 1 cycle, no more than critical_below (30)")
+    assert not (tmp_path / "run").exists()

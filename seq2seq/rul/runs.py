@@ -35,6 +35,11 @@ def split_engines(engines: list[Engine], config: RulConfig) -> tuple[list[Engine
     if len(engines) <= config.validation_engines:
         raise FleetError(f"{len(engines)} engines, and training needs more than validation_engines "
                          f"({config.validation_engines}) to hold some out for model selection")
+    if (longest := max(engine.length for engine in engines)) <= config.critical_below:
+        # a model learns remaining lives up to its engines' lengths: 1-cycle engines trained to "RUL 0" everywhere
+        raise FleetError(f"the longest engine has {longest} cycle{'s' * (longest != 1)}, no more than critical_below "
+                         f"({config.critical_below}): every remaining life learned would be critical; a training "
+                         "file holds engines run from their first cycle to failure")
     order = np.random.default_rng(config.seed).permutation(len(engines))
     held = set(order[: config.validation_engines].tolist())
     return ([e for i, e in enumerate(engines) if i not in held], [e for i, e in enumerate(engines) if i in held])
