@@ -83,6 +83,19 @@ def fit_case_memory(recommender: Recommender, train: ParallelCorpus, dev: Parall
     return memory, fit_trust_on(recommender, memory, dev, flag_rate)
 
 
+FEW_DEV = 100  # dev pairs below which a fitted threshold rests on one alert or none (it flags FLAG_RATE of them)
+
+
+def few_dev_warning(dev: ParallelCorpus) -> str | None:
+    """A warning when trust and the out-of-scope threshold were fitted on fewer than FEW_DEV dev pairs: fitted on
+    one MaintNet pair, an ensemble called an in-domain alert out of scope and a wrong answer confident."""
+    n = len(dev.examples)
+    if n >= FEW_DEV:
+        return None
+    return (f"warning: {dev.path}: trust and the out-of-scope threshold were fitted on {n} dev pair{'s' * (n != 1)}, "
+            f"too few to rely on (the threshold flags {FLAG_RATE:.0%} of them); a few hundred make them stable")
+
+
 def fit_trust_on(recommender: Recommender, memory: CaseMemory, dev: ParallelCorpus,
                  flag_rate: float = FLAG_RATE) -> TrustModel:
     """The trust model of ``recommender``'s model with ``memory``, fitted on its greedy answers to ``dev``."""

@@ -176,12 +176,16 @@ def test_sigterm_during_training_keeps_what_ctrl_c_keeps_and_resume_goes_on(run,
 
 def test_a_dev_split_of_training_alerts_is_warned_about_for_the_scope_threshold_it_fits(run, tmp_path):
     warning = f"warning: {run.data.dev}: {len(TINY_PAIRS)} of its {len(TINY_PAIRS)} alerts are in {run.data.train} too"
-    assert run.result.stderr.splitlines()[-1].startswith(warning)  # the tiny dev pairs are training pairs
+    overlap, few = run.result.stderr.splitlines()[-2:]  # said last, beside the result they qualify
+    assert overlap.startswith(warning)  # the tiny dev pairs are training pairs
+    assert few == (f"warning: {run.data.dev}: trust and the out-of-scope threshold were fitted on {len(TINY_PAIRS)} "
+                   "dev pairs, too few to rely on (the threshold flags 1% of them); a few hundred make them stable")
     fresh = tmp_path / "fresh.tsv"
     fresh.write_text(tsv([("pump bearing noisy", "inspect pump bearing"), ("fan blade chipped", "replace fan blade")]),
                      encoding="utf-8")
     result = run_cli(*train_args(run.data, tmp_path / "out", "--dev", str(fresh), "--epochs", "1"))
     assert result.status == 0 and "too (the same file?)" not in result.stderr
+    assert "were fitted on 2 dev pairs, too few" in result.stderr
 
 
 def test_resume_continues_from_the_saved_step(resumed):

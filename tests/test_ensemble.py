@@ -134,6 +134,12 @@ def test_with_dev_the_trust_model_is_fitted_again_for_the_combined_model(runs, t
     refit = read_checkpoint(combine("ensemble", tmp_path / "refit.pt", *runs, extra=("--dev", str(dev))))["memory"]
     assert kept["trust"] == read_checkpoint(runs[0])["memory"]["trust"]
     assert refit["trust"] != kept["trust"] and refit["cases"] == kept["cases"]
+    one = tmp_path / "one.tsv"
+    one.write_text(dev.read_text(encoding="utf-8").splitlines(keepends=True)[0] + dev.read_text(
+        encoding="utf-8").splitlines(keepends=True)[1], encoding="utf-8")  # the header and one pair
+    result = run_cli("ensemble", "--inputs", *map(str, runs), "--output", str(tmp_path / "one.pt"), "--dev", str(one))
+    assert result.status == 0 and f"warning: {one}: trust and the out-of-scope threshold were fitted on 1 dev pair, " \
+                                  "too few to rely on" in result.stderr
 
 
 def test_inputs_of_other_recipes_or_the_output_over_an_input_are_one_line_errors(runs, tmp_path, tmp_path_factory):

@@ -19,6 +19,7 @@ from seq2seq.cli.common import path_flag
 from seq2seq.combine import combine_checkpoints
 from seq2seq.corpus import read_parallel
 from seq2seq.errors import ConfigError, DataError
+from seq2seq.evaluate import few_dev_warning
 from seq2seq.serving.destinations import check_distinct
 from seq2seq.writing import check_replaceable
 
@@ -54,6 +55,8 @@ def run_combine(args: argparse.Namespace) -> int:
     if dev is None and "memory" in result:
         print(f"note: {args.output}: trust as fitted for {args.inputs[0]}; pass --dev to fit it for the "
               f"{args.command}", file=sys.stderr)
+    elif dev is not None and "memory" in result and (warning := few_dev_warning(dev)):
+        print(warning, file=sys.stderr)
     save_atomic(result, output)  # a full disk: a one-line error, the old --output (with --overwrite) left as it was
     print(f"{args.output}: {'ensemble' if args.command == 'ensemble' else 'average'} of {count} checkpoints",
           file=sys.stderr)

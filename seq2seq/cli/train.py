@@ -18,6 +18,7 @@ from seq2seq.config_file import check_names, load_config_file
 from seq2seq.corpus import EMBEDDED_DATA, ParallelCorpus
 from seq2seq.distributed import World, process_group
 from seq2seq.errors import ConfigError
+from seq2seq.evaluate import few_dev_warning
 from seq2seq.fast.precision import PRECISIONS
 from seq2seq.finetune import Start
 from seq2seq.members import train_members
@@ -165,9 +166,9 @@ def run_train(args: argparse.Namespace) -> int:
         if world.is_main and search is not None and best.is_file():
             with_search_defaults(best, search)
             log(f"{best}: search defaults {search}")
-        warning = dev_overlap_warning(dev, cases if cases is not None else train)
-        if world.is_main and warning:  # said last, beside the result it qualifies
-            log(warning)
+        for warning in (dev_overlap_warning(dev, cases if cases is not None else train), few_dev_warning(dev)):
+            if world.is_main and warning:  # said last, beside the result it qualifies
+                log(warning)
         if world.is_main:
             print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
     return 0
