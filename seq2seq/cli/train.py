@@ -62,7 +62,7 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--source-column", help="source column or key (default: source, or problem)")
     p.add_argument("--target-column", help="target column or key (default: target, or action)")
     p.add_argument("--output-dir", required=True, type=path_flag, help="where best.pt, last.pt and metrics.jsonl go")
-    p.add_argument("--config", type=path_flag, help="JSON file with sections model, train, tokenizer")
+    p.add_argument("--config", type=path_flag, help="JSON file with sections model, train, tokenizer, search")
     p.add_argument("--resume", action="store_true", help="continue the run saved in OUTPUT_DIR/last.pt")
     p.add_argument("--overwrite", action="store_true", help="replace a finished or stopped run in OUTPUT_DIR")
     p.add_argument("--init-from", type=path_flag,
