@@ -47,6 +47,11 @@ def shown(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun`` for a message, the noun plural but for one: "1 engine", "3 engines", "1,200 rows"."""
+    return f"{n:,} {noun}{'s' * (n != 1)}"
+
+
 def listed(names: list[str], most: int = 20) -> str:
     """``names`` for a one-line message, safe to print (``shown``): the first ``most``, then how many more (a file
     with 20,000 columns made a message of 149,000 characters)."""

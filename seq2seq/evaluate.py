@@ -10,6 +10,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import ParallelCorpus
+from seq2seq.errors import counted
 from seq2seq.memory import CaseMemory
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.tokenizer import normalize
@@ -92,7 +93,7 @@ def few_dev_warning(dev: ParallelCorpus) -> str | None:
     n = len(dev.examples)
     if n >= FEW_DEV:
         return None
-    return (f"warning: {dev.path}: trust and the out-of-scope threshold were fitted on {n} dev pair{'s' * (n != 1)}, "
+    return (f"warning: {dev.path}: trust and the out-of-scope threshold were fitted on {counted(n, 'dev pair')}, "
             f"too few to rely on (the threshold flags {FLAG_RATE:.0%} of them); a few hundred make them stable")
 
 

@@ -496,3 +496,9 @@ def test_an_output_dir_under_a_file_is_a_one_line_error(run, tmp_path):
     result = run_cli(*train_args(tiny_data(tmp_path / "data"), blocker / "run"))
     assert_one_line_error(result, str(blocker))
     assert blocker.read_text(encoding="utf-8") == "keep me\n"
+
+
+def test_counts_in_messages_are_singular_for_one():
+    from seq2seq.errors import counted
+
+    assert [counted(n, "engine") for n in (0, 1, 2, 1200)] == ["0 engines", "1 engine", "2 engines", "1,200 engines"]

@@ -66,7 +66,8 @@ def test_a_history_too_short_for_a_reference_raises_no_alert_and_says_why(length
     alerts, deviations = engine_alerts(values, np.arange(1, length + 1), uniform_attention(min(length, 30)), KEPT)
     assert set(deviations) == {"T24", "T30", "T50", "P30", "Ps30"}  # the figures still have their deviations
     if length < MIN_HISTORY:
-        assert alerts == [] and too_short(length).startswith(f"only {length} cycles of history")
+        noun = "cycle" if length == 1 else "cycles"
+        assert alerts == [] and too_short(length).startswith(f"only {length} {noun} of history")
     else:
         assert alerts[0].symbol == "T30" and too_short(length) == ""
 

@@ -18,7 +18,7 @@ from seq2seq.checkpoint import save_atomic
 from seq2seq.cli.common import path_flag
 from seq2seq.combine import combine_checkpoints
 from seq2seq.corpus import read_parallel
-from seq2seq.errors import ConfigError, DataError
+from seq2seq.errors import ConfigError, DataError, counted
 from seq2seq.evaluate import few_dev_warning
 from seq2seq.serving.destinations import check_distinct
 from seq2seq.writing import check_replaceable
@@ -58,7 +58,7 @@ def run_combine(args: argparse.Namespace) -> int:
     elif dev is not None and "memory" in result and (warning := few_dev_warning(dev)):
         print(warning, file=sys.stderr)
     save_atomic(result, output)  # a full disk: a one-line error, the old --output (with --overwrite) left as it was
-    print(f"{args.output}: {'ensemble' if args.command == 'ensemble' else 'average'} of {count} checkpoints",
+    print(f"{args.output}: {'ensemble' if args.command == 'ensemble' else 'average'} of {counted(count, 'checkpoint')}",
           file=sys.stderr)
     return 0
 

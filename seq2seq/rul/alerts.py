@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from seq2seq.catalog import sensor, sensor_alert
+from seq2seq.errors import counted
 
 BASELINE_CYCLES = 20  # early cycles taken as the engine's healthy reference
 MIN_BASELINE = 5  # ... at the least: one to four noisy cycles as the reference raised alerts from noise alone
@@ -92,5 +93,5 @@ def too_short(cycles: int) -> str:
     """Why an engine with ``cycles`` cycles of history raises no alert; "" when it has enough to be judged."""
     if cycles >= MIN_HISTORY:
         return ""
-    return (f"only {cycles} cycles of history: alerts need at least {MIN_HISTORY} (the first quarter, {MIN_BASELINE} "
-            "cycles or more, as the engine's healthy reference); too few to tell a trend from noise")
+    return (f"only {counted(cycles, 'cycle')} of history: alerts need at least {MIN_HISTORY} (the first quarter, "
+            f"{MIN_BASELINE} cycles or more, as the engine's healthy reference); too few to tell a trend from noise")

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from seq2seq.config import RulConfig, SearchConfig
-from seq2seq.errors import DataError
+from seq2seq.errors import DataError, counted
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.alerts import Alert, engine_alerts, too_short
 from seq2seq.rul.cmapss import Engine
@@ -64,7 +64,7 @@ def missing_cycles(engine: Engine) -> list[str]:
     if not len(gaps):
         return []
     first, last = int(engine.cycles[gaps[0]]) + 1, int(engine.cycles[gaps[0] + 1]) - 1
-    more = f" and {len(gaps) - 1} more gap{'s' * (len(gaps) > 2)}" if len(gaps) > 1 else ""
+    more = f" and {counted(len(gaps) - 1, 'more gap')}" if len(gaps) > 1 else ""
     span = f"cycle {first} is" if first == last and not more else f"cycles {first}-{last}{more} are"
     return [f"{span} missing from the history: the model reads the cycles either side of a gap as successive, so "
             "the RUL and health may be wrong"]

@@ -16,7 +16,7 @@ import numpy as np
 
 from seq2seq.checkpoint import RESULT, check_run_folder, check_same_run, read_result, record_result
 from seq2seq.config import RulConfig
-from seq2seq.errors import ConfigError, FleetError
+from seq2seq.errors import ConfigError, FleetError, counted
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.model import RulEnsemble, RulModel
 from seq2seq.rul.preprocess import Preprocessor
@@ -33,11 +33,11 @@ from seq2seq.rul.windows import RulWindows, training_set, truncated_windows
 def split_engines(engines: list[Engine], config: RulConfig) -> tuple[list[Engine], list[Engine]]:
     """Hold out ``config.validation_engines`` whole engines (seeded) for model selection."""
     if len(engines) <= config.validation_engines:
-        raise FleetError(f"{len(engines)} engines, and training needs more than validation_engines "
+        raise FleetError(f"{counted(len(engines), 'engine')}, and training needs more than validation_engines "
                          f"({config.validation_engines}) to hold some out for model selection")
     if (longest := max(engine.length for engine in engines)) <= config.critical_below:
         # a model learns remaining lives up to its engines' lengths: 1-cycle engines trained to "RUL 0" everywhere
-        raise FleetError(f"the longest engine has {longest} cycle{'s' * (longest != 1)}, no more than critical_below "
+        raise FleetError(f"the longest engine has {counted(longest, 'cycle')}, no more than critical_below "
                          f"({config.critical_below}): every remaining life learned would be critical; a training "
                          "file holds engines run from their first cycle to failure")
     order = np.random.default_rng(config.seed).permutation(len(engines))
