@@ -51,10 +51,10 @@ from seq2seq.corpus import read_parallel
 from seq2seq.data import source_batch
 from seq2seq.evaluate import COVERAGES, fit_case_memory, score_corpus, selective_scores, sentence_chrf
 from seq2seq.memory import CaseMemory
-from seq2seq.recommender import Recommender, memory_state
+from seq2seq.recommender import Recommender
 from seq2seq.serving.batch import translate_file
 from seq2seq.tokenizer import normalize
-from seq2seq.trust import CASE_FEATURES, FEATURES, FIRST_FEATURES, FLAG_RATE, fit_trust
+from seq2seq.trust import CASE_FEATURES, FEATURES, FIRST_FEATURES, FLAG_RATE, fit_trust, memory_state
 
 FOLDS, SEEDS = 5, 5  # cross-fitting of trust on dev
 

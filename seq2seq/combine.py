@@ -21,7 +21,8 @@ from seq2seq.ensemble import Ensemble, average_weights, weights_cosine
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import fit_trust_on
 from seq2seq.model import Seq2Seq, build_model
-from seq2seq.recommender import Recommender, memory_state, read_memory
+from seq2seq.recommender import Recommender
+from seq2seq.trust import memory_state, read_memory
 
 RELATED = 0.5  # weights_cosine below which two checkpoints come from unrelated runs (measured: > 0.99 or about 0)
 

@@ -36,8 +36,9 @@ from seq2seq.config import SearchConfig, from_dict
 from seq2seq.corpus import Example, ParallelCorpus
 from seq2seq.errors import ConfigError, shown
 from seq2seq.model import Seq2Seq
-from seq2seq.recommender import Recommender, read_memory
+from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import Tokenizer, normalize
+from seq2seq.trust import read_memory
 
 NEW_SHARE = 0.1  # the new pairs' least share of a replaying run's training pairs (by repetition)
 # Shares of the last weights in the blends with the start's. On MaintNet (3 seeds, 12 epochs) these kept 100%

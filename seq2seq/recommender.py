@@ -26,14 +26,14 @@ from torch import Tensor
 from seq2seq.checkpoint import load_model, search_defaults
 from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.data import source_batch, truncate_source
-from seq2seq.errors import CONTROLS, CheckpointError, ConfigError
+from seq2seq.errors import CONTROLS, ConfigError
 from seq2seq.fast.folding import fold_embeddings
 from seq2seq.fast.quantize import quantize_int8
 from seq2seq.memory import Case, CaseMemory
 from seq2seq.model import Seq2Seq
 from seq2seq.search import Hypothesis, search
 from seq2seq.tokenizer import EOS_ID, UNK_ID, WORD_START, Tokenizer
-from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, UNCERTAIN_BELOW, TrustModel, features
+from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, UNCERTAIN_BELOW, TrustModel, features, read_memory
 
 T = TypeVar("T")
 SIMILAR = 3  # past cases returned per alert unless asked otherwise
@@ -289,19 +289,3 @@ class Recommender:
         ids = hyp.tokens + ([EOS_ID] if hyp.attention.size(0) > len(hyp.tokens) else [])
         return Candidate(self.tokenizer.decode_target(hyp.tokens), hyp.score,
                          self.tokenizer.target_pieces(ids), hyp.attention, hyp.log_prob)
-
-
-def memory_state(memory: CaseMemory, trust: TrustModel) -> dict:
-    """What a checkpoint carries as its ``memory`` (``read_memory`` reads it back)."""
-    return {"cases": memory.state_dict(), "trust": trust.state_dict()}
-
-
-def read_memory(payload: dict, path: str | Path) -> tuple[CaseMemory | None, TrustModel | None]:
-    """The case memory and trust model a checkpoint carries (None, None for one written before them)."""
-    if "memory" not in payload:
-        return None, None
-    state = payload["memory"]
-    if not isinstance(state, dict) or not {"cases", "trust"} <= set(state):
-        raise CheckpointError(f"{path}: memory must hold cases and trust")
-    return (CaseMemory.from_state_dict(state["cases"], f"{path}: memory cases"),
-            TrustModel.from_state_dict(state["trust"], f"{path}: memory trust"))

@@ -38,10 +38,11 @@ from seq2seq.errors import DataError
 from seq2seq.evaluate import fit_case_memory
 from seq2seq.model import Seq2Seq
 from seq2seq.optimizer import TrainStep
-from seq2seq.recommender import Recommender, memory_state
+from seq2seq.recommender import Recommender
 from seq2seq.report import TrainingReport
 from seq2seq.selection import Selection
 from seq2seq.tokenizer import Tokenizer
+from seq2seq.trust import memory_state
 
 SAMPLING_SEED_STRIDE = 100_003  # epoch e of seed s samples its pieces from s x this + e
 RANK_SEED_STRIDE = 1000  # under torchrun, process r draws dropout and teacher forcing from seed + r x this

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from seq2seq.errors import CheckpointError
+from seq2seq.memory import CaseMemory
 
 VERDICTS = ("confident", "uncertain", "out-of-scope")
 FEATURES = ("log_prob_per_piece", "nearest_similarity", "agreement", "second_similarity", "neighbour_consensus",
@@ -176,3 +178,19 @@ def fit_trust(answer_features: np.ndarray, chrf: list[float], flag_rate: float =
     bias = regression.intercept_[0] - float(weights @ mean)
     return TrustModel(tuple(float(w) for w in weights), float(bias), threshold, flag_rate, features=signals,
                       unfamiliar_penalty=penalty)
+
+
+def memory_state(memory: CaseMemory, trust: TrustModel) -> dict:
+    """What a checkpoint carries as its ``memory`` (``read_memory`` reads it back)."""
+    return {"cases": memory.state_dict(), "trust": trust.state_dict()}
+
+
+def read_memory(payload: dict, path: str | Path) -> tuple[CaseMemory | None, TrustModel | None]:
+    """The case memory and trust model a checkpoint carries (None, None for one written before them)."""
+    if "memory" not in payload:
+        return None, None
+    state = payload["memory"]
+    if not isinstance(state, dict) or not {"cases", "trust"} <= set(state):
+        raise CheckpointError(f"{path}: memory must hold cases and trust")
+    return (CaseMemory.from_state_dict(state["cases"], f"{path}: memory cases"),
+            TrustModel.from_state_dict(state["trust"], f"{path}: memory trust"))
