@@ -14,8 +14,8 @@ from contextlib import contextmanager
 # (ESC), a C1 code. No keyboard types them; a program's post could, and a terminal or an export would carry them.
 CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # Bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder how the text after
-# them reads on screen ("Trojan Source", CVE-2021-42574), so a stored alert or correction could show one action and
-# hold another. Keyboards for right-to-left scripts type the marks U+200E/U+200F, which are accepted.
+# them reads on screen (the "Trojan Source" attack), so a stored alert or correction could show one action and hold
+# another. Keyboards for right-to-left scripts type the marks U+200E/U+200F, which are accepted.
 BIDI_CONTROLS = re.compile(r"[\u202a-\u202e\u2066-\u2069]")
 
 

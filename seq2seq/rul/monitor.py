@@ -46,7 +46,7 @@ class EngineReport:
     window_values: dict[str, list[float]]  # normalised value of each kept sensor over the window
     alerts: list[Alert]
     recommendations: list[Recommendation] = field(default_factory=list)  # one per alert, same order
-    warnings: list[str] = field(default_factory=list)  # readings too far from the fleet; a health call at odds with rul
+    warnings: list[str] = field(default_factory=list)  # why it may be wrong: readings, skipped cycles, the two heads
 
     def alert_lines(self) -> list[str]:
         return [alert.line(self.health) for alert in self.alerts]

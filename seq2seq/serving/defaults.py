@@ -65,7 +65,8 @@ def default_translator(folder: Path = DEFAULT_DIR) -> Path:
                 trainer = build_trainer(*data, run_dir, *configs, resume=True, log=_log)
             except Seq2SeqError as err:  # a run of another version's defaults, or a damaged file
                 _log(f"{run_dir} cannot be resumed ({err}): training from the start")
-        trainer = trainer or build_trainer(*data, run_dir, *configs, overwrite=True, log=_log)
+        if trainer is None:
+            trainer = build_trainer(*data, run_dir, *configs, overwrite=True, log=_log)
         trainer.fit()
         _install(run_dir, target)
     return target
