@@ -8,6 +8,7 @@ import json
 import os
 import threading
 
+import numpy as np
 import pytest
 from support import LOG_ALERTS, LOG_NOTES, MAX_SOURCE_LENGTH, assert_same_rows, csv_input, read_csv, trained, write_csv
 
@@ -16,6 +17,7 @@ from seq2seq.errors import DataError
 from seq2seq.recommender import Recommender
 from seq2seq.serving.batch import BatchSummary, translate_file
 from seq2seq.serving.destinations import part_path, record_path
+from seq2seq.words import word_spans
 
 JUDGED = ["trust", "verdict", "similar_action"]  # how far to trust each row (seq2seq.trust)
 LONG_ALERT = " ".join(["compressor temperature high"] * 4)  # over MAX_SOURCE_LENGTH pieces
@@ -374,7 +376,29 @@ def test_attention_out_has_one_line_per_row_with_target_by_source_matrices(recom
         assert line["target_pieces"] == (result.candidates[0].target_pieces if result.candidates else [])
         assert len(line["attention"]) == len(line["target_pieces"])
         assert all(len(weights) == len(line["source_pieces"]) for weights in line["attention"])
-    assert lines[1] == {"row": 2, "source_pieces": [], "target_pieces": [], "attention": []}
+    assert lines[1] == {"row": 2, "source_pieces": [], "target_pieces": [], "attention": [], "source_words": [],
+                        "target_words": [], "word_attention": [], "alternatives": []}
+    for line in (lines[0], lines[3]):  # words beside pieces, rows still summing to 1
+        assert line["source_words"] == [word for word, _, _ in word_spans(line["source_pieces"])]
+        assert line["target_words"] == [word for word, _, _ in word_spans(line["target_pieces"])]
+        words = np.array(line["word_attention"])
+        assert words.shape == (len(line["target_words"]), len(line["source_words"]))
+        np.testing.assert_allclose(words.sum(axis=1), 1.0, atol=1e-3)
+        assert json.dumps(line["attention"]) == json.dumps(np.round(np.array(line["attention"]), 4).tolist())
+
+
+def test_attention_out_carries_each_n_best_alternative_s_own_matrices(recommender, tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text(LOG_ALERTS[0] + "\n", encoding="utf-8")
+    translate_file(recommender, path, tmp_path / "out.txt", attention_out=tmp_path / "attention.jsonl",
+                   search=SearchConfig(beam_size=3, n_best=3))
+    line = json.loads((tmp_path / "attention.jsonl").read_text(encoding="utf-8"))
+    result = recommender.recommend([LOG_ALERTS[0]], SearchConfig(beam_size=3, n_best=3))[0]
+    assert [line["target_pieces"]] + [a["target_pieces"] for a in line["alternatives"]] == [
+        c.target_pieces for c in result.candidates]
+    for alternative in line["alternatives"]:
+        assert np.array(alternative["word_attention"]).shape == (len(alternative["target_words"]),
+                                                                 len(line["source_words"]))
 
 
 def test_heatmaps_writes_one_png_per_translated_row(recommender, tmp_path):

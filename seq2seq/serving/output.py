@@ -15,12 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
+
 from seq2seq.errors import DataError
 from seq2seq.files import BYTES_KEPT, open_binary, split_tsv
-from seq2seq.recommender import Recommendation
+from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.serving.figures import heatmap_figure
 from seq2seq.serving.incident_log import Row
 from seq2seq.serving.layout import Layout
+from seq2seq.words import word_attention, word_spans
 
 
 class Sinks:
@@ -171,11 +174,23 @@ def _record_ends(file: BinaryIO, quoted: bool) -> Iterator[tuple[list[str], int]
 
 
 def _attention_line(row: Row, result: Recommendation | None) -> str:
-    best = result.candidates[0] if result and result.candidates else None
-    record = {"row": row.number, "source_pieces": result.source_pieces if best and result else [],
-              "target_pieces": best.target_pieces if best else [],
-              "attention": [[round(w, 4) for w in weights] for weights in best.attention.tolist()] if best else []}
+    """The row's attention as one JSON line: the best candidate's matrices over pieces and over words (target x
+    source, rows summing to 1), each n-best alternative's in ``alternatives``; empty lists for a failed row."""
+    candidates = result.candidates if result else []
+    source = result.source_pieces if result and candidates else []
+    best, *others = [_matrices(source, c) for c in candidates] or [
+        {"target_pieces": [], "attention": [], "target_words": [], "word_attention": []}]
+    record = {"row": row.number, "source_pieces": source, **best,
+              "source_words": [word for word, _, _ in word_spans(source)], "alternatives": others}
     return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def _matrices(source_pieces: list[str], candidate: Candidate) -> dict[str, list]:
+    """A candidate's target pieces and words and its attention over pieces and over words, rounded to 4 places."""
+    pieces = candidate.attention.double().numpy()  # (target pieces, source pieces); rounded as float64, not 32
+    _, target_words, words = word_attention(source_pieces, candidate.target_pieces, pieces)
+    return {"target_pieces": candidate.target_pieces, "attention": np.round(pieces, 4).tolist(),
+            "target_words": target_words, "word_attention": np.round(words, 4).tolist()}
 
 
 def _save_heatmap(path: Path, result: Recommendation) -> None:

@@ -52,11 +52,12 @@ def translation_json(recommendation: Recommendation) -> dict[str, Any]:
 
 def candidate_json(source_pieces: list[str], c: Candidate, log_prob: float, top: float, mass: float) -> dict[str, Any]:
     """One candidate with its piece-level and word-level attention (target x source, rows summing to 1)."""
-    source_words, target_words, words = word_attention(source_pieces, c.target_pieces, c.attention.float().numpy())
+    pieces = c.attention.double().numpy()  # rounded as float64: a float32 rounded to 5 places prints 17 digits
+    source_words, target_words, words = word_attention(source_pieces, c.target_pieces, pieces)
     return {
         "text": c.text, "score": c.score, "target_pieces": c.target_pieces,
         "confidence": math.exp(log_prob / max(1, len(c.target_pieces))), "share": math.exp(log_prob - top) / mass,
-        "attention": np.round(c.attention.float().numpy(), 5).tolist(),  # (target pieces, source pieces)
+        "attention": np.round(pieces, 5).tolist(),  # (target pieces, source pieces)
         "source_words": source_words, "target_words": target_words,
         "word_attention": np.round(words, 5).tolist(),  # (target words, source words)
     }
