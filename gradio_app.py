@@ -64,7 +64,7 @@ from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, def
 from seq2seq.serving.app import QUEUE_CONCURRENCY, QUEUE_SIZE, RECOMMEND_CONCURRENCY, App, address_fault
 from seq2seq.serving.feedback import VERDICTS, FeedbackStore
 from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers, plot_updates
-from seq2seq.serving.requests import RawPayload
+from seq2seq.serving.requests import RawPayload, shown_first
 from seq2seq.serving.smoke import smoke_test
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
@@ -204,7 +204,8 @@ def _engine_tab(h: Handlers) -> None:
                           api_name="show_engine", api_visibility="private")
     feedback_choice, answered = _verdict_panel(h, "engine")
     _cleared_on_refusal(asked, [data, summary, attention, deviations, feedback_choice, answered], plots)
-    shown.success(lambda r: h.feedback_targets(r.recommendations), [report], [feedback_choice, answered],
+    shown.success(lambda r: h.feedback_targets(shown_first(r, "/engine_health").recommendations), [report],
+                  [feedback_choice, answered],
                   api_name="engine_feedback_targets", api_visibility="private")
 
 
@@ -230,7 +231,8 @@ def _batch_tab(h: Handlers) -> None:
     asked = button.click(h.translate_upload, [upload, column, translator, beam], [result, state],
                          api_name="translate_file", concurrency_limit=BATCH_CONCURRENCY, concurrency_id="batch",
                          preprocess=False)
-    asked.success(lambda s: s.summary(), [state], [summary], api_name="batch_summary", api_visibility="private")
+    asked.success(lambda s: shown_first(s, "/translate_file").summary(), [state], [summary], api_name="batch_summary",
+                  api_visibility="private")
     _cleared_on_refusal(asked, [result, summary], [])
 
 

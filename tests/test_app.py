@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import socket
 import threading
@@ -28,7 +29,7 @@ from gradio_client.exceptions import AppError
 from support import DRIFT_UNIT, MAX_SOURCE_LENGTH, UI_ALERTS, launch, trained, trained_rul
 
 import gradio_app
-from seq2seq.errors import DataError
+from seq2seq.errors import ConfigError, DataError
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
@@ -36,7 +37,7 @@ from seq2seq.rul.windows import HEALTH_STATES
 from seq2seq.serving import app as serving_app
 from seq2seq.serving import handlers as handlers_module
 from seq2seq.serving import smoke
-from seq2seq.serving.defaults import default_rul_model, default_translator
+from seq2seq.serving.defaults import default_rul_model, default_translator, load_translators
 from seq2seq.serving.handlers import MAX_ALERTS, Handlers
 from seq2seq.serving.incident_log import read_columns
 from seq2seq.serving.smoke import free_port
@@ -137,6 +138,7 @@ def test_empty_or_over_long_input_gives_a_readable_error(client, text, message):
     (("pump vibration high", "tiny", 99, 1), "Beam size must be"),
     (("pump vibration high", "tiny", 0, 1), "Beam size must be"),  # 0 is no stand-in for the default
     (("pump vibration high", "tiny", 1, 0), "Beam size must be"),
+    (("pump vibration high", "tiny", 1e308, 1), r"\(got a number of 309 digits and 1\)"),  # not 309 digits in a line
     (("pump vibration high", ["tiny"], 1, 1), "Unknown translator"),
     (("pump vibration high", 7, 1, 1), "Unknown translator"),  # None is the default translator
 ])
@@ -184,12 +186,38 @@ def test_a_file_payload_naming_a_path_no_one_uploaded_is_refused_in_words_and_no
     assert "not uploaded" in message and "\n" not in message and "0.5" not in stream
 
 
+@pytest.mark.parametrize(("endpoint", "inputs", "first"), [
+    ("batch_summary", [None], "/translate_file"), ("show_recommendations", [None, None, "words"], "/recommend"),
+    ("alerts_feedback_targets", [None], "/recommend"), ("show_engine", [None, None], "/engine_health"),
+    ("engine_feedback_targets", [None], "/engine_health"),
+])
+def test_a_page_step_called_by_a_program_without_its_state_is_told_what_to_call_not_python_s_words(client, endpoint,
+                                                                                                 inputs, first):
+    """It answered "'NoneType' object has no attribute 'summary'" and left a traceback in the server log."""
+    url = client.src.rstrip("/")
+    with httpx.Client(timeout=60) as http:
+        event = http.post(f"{url}/gradio_api/call/{endpoint}", json={"data": inputs}).json()["event_id"]
+        stream = http.get(f"{url}/gradio_api/call/{endpoint}/{event}").text
+    message = json.loads(stream.split("event: error", 1)[1].split("data: ", 1)[1].splitlines()[0])["error"]
+    assert message == f"Nothing to show: this step follows {first} on the page; call {first} instead."
+
+
 def test_a_translate_file_column_that_is_not_text_gets_a_readable_error(client, tmp_path):
     log = tmp_path / "log.csv"
     log.write_text("source\npump vibration high\n", encoding="utf-8")
     for column in (["source"], 3, {"name": "source"}):
         with pytest.raises(AppError, match="The alert column must be text"):
             client.predict(handle_file(str(log)), column, "tiny", 1, api_name="/translate_file")
+
+
+def test_an_alert_column_named_for_a_txt_log_is_refused_as_the_cli_refuses_it(client, tmp_path):
+    """It was ignored without a word, every line translated whatever column was named."""
+    log = tmp_path / "log.txt"
+    log.write_text("pump vibration high\n", encoding="utf-8")
+    with pytest.raises(AppError, match=r"log\.txt: a \.txt log has one alert per line and no columns"):
+        client.predict(handle_file(str(log)), "no_such_column", "tiny", 1, api_name="/translate_file")
+    path = client.predict(handle_file(str(log)), "", "tiny", 1, api_name="/translate_file")  # empty: fine
+    assert "pump vibration high" in Path(path).read_text(encoding="utf-8")
 
 
 def test_engine_health_gives_rul_health_alerts_and_one_recommendation_per_alert(client, tiny):
@@ -537,6 +565,15 @@ def test_a_folder_where_a_default_model_goes_is_refused_before_any_training(tmp_
     with pytest.raises(DataError, match=f"{name}: is not a file; remove it, or pass the model to use"):
         build(tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == [name]
+
+
+def test_a_translator_given_twice_is_refused_under_any_spelling(tiny, monkeypatch):
+    """--model A --model A offered one translator without a word; ./A and A loaded two decoders."""
+    translator, _ = tiny
+    monkeypatch.chdir(translator.best.parent)
+    for twice in (["best.pt", "best.pt"], ["best.pt", "./best.pt"], [str(translator.best), "best.pt"]):
+        with pytest.raises(ConfigError, match=rf"^--model: {re.escape(twice[1])} is given twice; each translator "):
+            load_translators(twice)
 
 
 @pytest.mark.slow

@@ -20,10 +20,10 @@ from typing import Any
 import gradio as gr
 from matplotlib.figure import Figure
 
-from seq2seq.config import SearchConfig
+from seq2seq.config import SearchConfig, shown_number
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.alerts import MAX_ALERTS as ENGINE_ALERTS
-from seq2seq.rul.cmapss import Engine, read_cmapss
+from seq2seq.rul.cmapss import Engine, read_cmapss, units_held
 from seq2seq.rul.monitor import EngineMonitor, EngineReport
 from seq2seq.serving import views
 from seq2seq.serving.batch import translate_file
@@ -38,6 +38,7 @@ from seq2seq.serving.requests import (
     alert_lines,
     event_listened,
     refusal,
+    shown_first,
     unit_number,
     uploaded,
     user_errors,
@@ -136,7 +137,8 @@ class Handlers:
         if beam is None or n is None:
             raise refusal(f"Beam size and n-best must be whole numbers (got {beam_size!r} and {n_best!r}).")
         if not (1 <= beam <= MAX_BEAM and 1 <= n <= MAX_N_BEST):
-            raise refusal(f"Beam size must be 1..{MAX_BEAM} and n-best 1..{MAX_N_BEST} (got {beam} and {n}).")
+            raise refusal(f"Beam size must be 1..{MAX_BEAM} and n-best 1..{MAX_N_BEST} (got {shown_number(beam)} and "
+                          f"{shown_number(n)}).")
         if n > beam:
             warn(f"{n} alternatives need a beam of at least {n}: searching with beam size {n}.")
         return replace(recommender.search, beam_size=max(beam, n), n_best=n)
@@ -182,6 +184,7 @@ class Handlers:
         return data, recommendations
 
     def show_recommendations(self, summary: str, recommendations: list[Recommendation], level: str):
+        recommendations = shown_first(recommendations, "/recommend")
         choices = [(f"{i + 1}. {r.alert}", i) for i, r in enumerate(recommendations)]
         return [summary, gr.Dropdown(choices=choices, value=0),
                 *self.show_alert(recommendations, 0, level)]
@@ -206,7 +209,7 @@ class Handlers:
             wanted = unit_number(file_unit)
             wanted = next(iter(engines)) if wanted is None else wanted
             if wanted not in engines:
-                raise refusal(f"{Path(upload).name}: no engine {wanted} (units {min(engines)}..{max(engines)})")
+                raise refusal(f"{Path(upload).name}: no engine {wanted} ({units_held(list(engines))})")
             return engines[wanted], Path(upload).name
         if unit_number(unit) not in self.engines:
             raise refusal("Pick one of the bundled engines, or upload a C-MAPSS file.")
@@ -228,6 +231,7 @@ class Handlers:
         return data, views.engine_markdown(data), report  # as /recommend: shown from a State
 
     def show_engine(self, summary: str, report: EngineReport):
+        report = shown_first(report, "/engine_health")
         shown = [(k, r) for k, r in enumerate(report.recommendations, 1) if r.candidates]
         labels = [f"Alert {k}: {r.alert}" for k, r in shown]
         figures = [heatmap_figure(r.source_pieces, r.candidates[0], f"{label}\n{as_shown(r.text, r.verdict)}")
@@ -255,6 +259,9 @@ class Handlers:
         search = self.search(recommender, beam_size)
         source = Path(upload)
         is_text = source.suffix.lower() == ".txt"  # one alert per line: written back as CSV, next to its alert
+        if is_text and column:  # as translate --column refuses it: a name given for a file without columns
+            raise refusal(f"{source.name}: a .txt log has one alert per line and no columns; leave the alert column "
+                          "empty.")
         output = self._new_output_dir() / f"{source.stem}.recommendations" \
             f"{'.csv' if is_text else source.suffix.lower()}"
         progress(0, desc="starting")
@@ -293,7 +300,7 @@ class Handlers:
 
     def feedback_targets(self, recommendations: list[Recommendation]):
         """The verdict panel's choice of recommendation (those with one), and the list it indexes."""
-        answered = [r for r in recommendations if r.candidates]
+        answered = [r for r in shown_first(recommendations, "/recommend") if r.candidates]
         choices = [(f"{i}. {r.alert} -> {as_shown(r.text, r.verdict)}", i - 1) for i, r in enumerate(answered, 1)]
         return gr.Dropdown(choices=choices, value=0 if choices else None), answered
 

@@ -26,6 +26,14 @@ def refusal(message: str) -> gr.Error:
     return gr.Error(message, print_exception=False)
 
 
+def shown_first(value: Any, event: str) -> Any:
+    """``value``, a page state that a follow-up event reads, or a refusal when a program calls that event itself
+    (its state unset: it answered with Python's own words, "'NoneType' object has no attribute 'summary'")."""
+    if value is None:
+        raise refusal(f"Nothing to show: this step follows {event} on the page; call {event} instead.")
+    return value
+
+
 @contextlib.contextmanager
 def user_errors(upload: str | None = None) -> Iterator[None]:
     """Turn any failure into a readable gr.Error; the upload's temporary path is shown as its file name."""
