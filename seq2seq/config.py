@@ -201,14 +201,14 @@ def range_problem(cls: type, values: dict[str, Any]) -> tuple[str, str] | None:
         if not (above and below):
             named = [f"{bound} is {_bound(bound, cls, values):g}" for bound in (low, high) if bound.isidentifier()
                      and bound != "inf"]
-            return name, f"must be in {interval}, got {_shown_number(value)}" + (
+            return name, f"must be in {interval}, got {shown_number(value)}" + (
                 f" ({', '.join(named)})" if named else "")
         if name == "kernel_size" and value % 2 == 0:
             return name, f"must be odd (for 'same' padding), got {value!r}"
     return None
 
 
-def _shown_number(value: Any) -> str:
+def shown_number(value: Any) -> str:
     """``value`` for a message; a whole number too long to read (or to print in one line) by its length."""
     digits = len(str(abs(value))) if isinstance(value, int) else 0
     return f"a number of {digits} digits" if digits > 20 else repr(value)
@@ -268,7 +268,7 @@ def _type_problem(default: Any, value: Any) -> str | None:
         if isinstance(default, int) and isinstance(value, float) and not value.is_integer():
             return f"must be a whole number, got {value!r}"
         if isinstance(default, float) and isinstance(value, int) and abs(value) > sys.float_info.max:
-            return f"is beyond the float range (at most 1.8e308), got {_shown_number(value)}"
+            return f"is beyond the float range (at most 1.8e308), got {shown_number(value)}"
         return None
     if isinstance(default, str) and not isinstance(value, str):
         return f"must be a string, got {_json_word(value)}"

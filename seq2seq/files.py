@@ -190,6 +190,17 @@ def read_lines(path: Path) -> list[str]:
     return lines
 
 
+def given_twice(paths: list[str]) -> str | None:
+    """The first of ``paths`` that names a file an earlier one names (``./a.pt`` and ``a.pt`` alike), or None: one
+    model given twice would be counted, loaded or decoded twice."""
+    seen: set[Path] = set()
+    for path in paths:
+        if (resolved := Path(path).resolve()) in seen:
+            return path
+        seen.add(resolved)
+    return None
+
+
 def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...], where: str, what: str,
                   taken: tuple[str, ...] = ()) -> str:
     """The name in ``found`` for ``wanted``, else for the first of ``defaults`` present, else the only

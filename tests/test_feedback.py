@@ -72,7 +72,7 @@ def test_the_file_is_in_wal_mode_with_the_current_schema_version(store):
     (("pump", 3, "wrong"), ("recommendation", "text", "int")),
     (("  \n", "inspect", "wrong"), ("alert", "empty")),
     (("pump", " ", "right"), ("right", "recommendation")),
-    (("x" * (MAX_TEXT + 1), "inspect", "wrong"), ("alert", f"{MAX_TEXT:,}")),
+    (("x" * (MAX_TEXT + 1), "inspect", "wrong"), ("alert", f"at most {MAX_TEXT:,} are accepted; nothing was stored")),
     (("pump", "inspect", "wrong", "", "n" * (MAX_NAME + 1)), ("technician",)),
     (("pump\ud800", "inspect", "wrong"), ("alert", "surrogate at character 5")),
     (("pump\x00", "inspect", "wrong"), ("alert", "control character (U+0000) at character 5")),

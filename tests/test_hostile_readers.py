@@ -137,6 +137,8 @@ def test_a_line_too_long_to_hold_is_a_flagged_row_and_the_job_goes_on(recommende
     rows = read_csv(tmp_path / "out.csv")
     assert len(rows) == 3 and (summary.rows, summary.errors) == (3, 1)
     assert rows[1]["recommendation"] == "" and f"longer than {MAX_LINE_BYTES} bytes" in rows[1]["error"]
+    line = 3 if fmt in ("csv", "tsv") else 2  # its fields are empty, the id too: the input line finds its record
+    assert rows[1]["error"].endswith(f"(input line {line}: its fields are left empty here)")
     assert [rows[0]["recommendation"], rows[2]["recommendation"]] == recommender.translate(LOG_ALERTS[:2])
     assert file_states(source) == before
 

@@ -12,7 +12,16 @@ from hypothesis.extra import numpy as hnp
 
 from seq2seq.catalog import SENSORS
 from seq2seq.errors import DataError
-from seq2seq.rul.cmapss import N_COLUMNS, Engine, column_name, read_cmapss, read_rul, write_cmapss, write_rul
+from seq2seq.rul.cmapss import (
+    N_COLUMNS,
+    Engine,
+    column_name,
+    read_cmapss,
+    read_rul,
+    units_held,
+    write_cmapss,
+    write_rul,
+)
 
 
 def _row(unit: int, cycle: int) -> str:
@@ -179,3 +188,11 @@ def test_a_bad_rul_file_is_one_line_naming_the_line(tmp_path, content, expected)
 def test_a_missing_rul_file_is_an_error(tmp_path):
     with pytest.raises(DataError, match="file not found"):
         read_rul(tmp_path / "RUL_FD001.txt")
+
+
+def test_the_units_a_file_holds_are_named_as_a_range_only_when_they_run_without_a_gap():
+    """'no engine 3 (units 1..5)' was said of a file holding units 1 and 5."""
+    assert units_held([3, 1, 2, 2]) == "units 1..3"
+    assert units_held([7]) == "unit 7"
+    assert units_held([5, 1]) == "units 1, 5"
+    assert units_held(list(range(1, 60, 2))).endswith(", ... and 10 more")  # long lists are cut

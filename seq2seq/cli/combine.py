@@ -20,6 +20,7 @@ from seq2seq.combine import combine_checkpoints
 from seq2seq.corpus import read_parallel
 from seq2seq.errors import ConfigError, DataError, counted
 from seq2seq.evaluate import few_dev_warning
+from seq2seq.files import given_twice
 from seq2seq.serving.destinations import check_distinct
 from seq2seq.writing import check_replaceable
 
@@ -43,9 +44,7 @@ def run_combine(args: argparse.Namespace) -> int:
     if not 1 <= len(args.inputs) <= MAX_INPUTS:
         raise ConfigError(f"--inputs: 1 to {MAX_INPUTS} checkpoints, got {len(args.inputs)}")
     output = Path(args.output)
-    twice = next((path for i, path in enumerate(args.inputs) if Path(path).resolve() in
-                  {Path(other).resolve() for other in args.inputs[:i]}), None)
-    if twice is not None:  # one model counted twice would pass for an ensemble of two
+    if (twice := given_twice(args.inputs)) is not None:  # one model counted twice would pass for an ensemble of two
         raise ConfigError(f"--inputs: {twice} is given twice; each checkpoint counts once")
     reads = {f"--inputs {path}": Path(path) for path in args.inputs}
     check_distinct({**reads, **({"--dev": Path(args.dev)} if args.dev else {})}, {"--output": output}, None)

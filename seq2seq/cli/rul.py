@@ -19,7 +19,7 @@ from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.errors import ConfigError, DataError, FleetError
 from seq2seq.recommender import Recommendation, Recommender
-from seq2seq.rul.cmapss import read_cmapss, read_rul
+from seq2seq.rul.cmapss import read_cmapss, read_rul, units_held
 from seq2seq.rul.evaluate import PROTOCOL_CAP, evaluate_windows
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.preprocess import Preprocessor
@@ -150,7 +150,7 @@ def run_alerts(args: argparse.Namespace) -> int:
         units = [e.unit for e in engines]
         engines = [e for e in engines if e.unit == args.engine]
         if not engines:
-            raise ConfigError(f"{args.data}: no engine {args.engine} (units {min(units)}..{max(units)})")
+            raise ConfigError(f"{args.data}: no engine {args.engine} ({units_held(units)})")
     recommender = Recommender.from_checkpoint(args.translator) if args.translator else None
     search = SearchConfig() if recommender is None else recommender.search
     search = search if args.beam_size is None else replace(search, beam_size=args.beam_size)

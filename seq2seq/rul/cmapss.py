@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from seq2seq.catalog import SENSORS
-from seq2seq.errors import DataError
+from seq2seq.errors import DataError, listed
 from seq2seq.files import read_lines
 
 N_SETTINGS = 3
@@ -103,6 +103,15 @@ def read_cmapss(path: str | Path) -> list[Engine]:
     if not blocks:
         raise DataError(f"{path}: empty file (expected rows of {_LAYOUT})")
     return [_engine(unit, np.array(rows)) for unit, rows in blocks]
+
+
+def units_held(units: Sequence[int]) -> str:
+    """The units a file holds, for a message: "units 1..100" when they run without a gap, else listed ("units 1,
+    5"): "no engine 3 (units 1..5)" said of a file holding units 1 and 5 suggested it had a unit 3."""
+    ordered = sorted(set(units))
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"units {ordered[0]}..{ordered[-1]}" if len(ordered) > 1 else f"unit {ordered[0]}"
+    return "units " + listed([str(unit) for unit in ordered])
 
 
 def read_rul(path: str | Path, units: Sequence[int] | None = None) -> np.ndarray:

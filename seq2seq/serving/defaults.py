@@ -18,7 +18,8 @@ from pathlib import Path
 
 from seq2seq.config import ModelConfig, RulConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import EMBEDDED_DATA, read_parallel
-from seq2seq.errors import DataError, Seq2SeqError
+from seq2seq.errors import ConfigError, DataError, Seq2SeqError
+from seq2seq.files import given_twice
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.runs import train_on_engines
@@ -90,7 +91,10 @@ def bundled_engines() -> list[Engine]:
 
 
 def load_translators(paths: list[str]) -> dict[str, Recommender]:
-    """One translator per checkpoint, named by its attention type (and its file when two share one)."""
+    """One translator per checkpoint, named by its attention type (and its file when two share one); a file given
+    twice is a ConfigError (it was offered once, or loaded twice under two spellings, without a word)."""
+    if (twice := given_twice(paths)) is not None:
+        raise ConfigError(f"--model: {twice} is given twice; each translator counts once")
     loaded = [(path, Recommender.from_checkpoint(path)) for path in paths]
     attentions = [r.model.config.attention for _, r in loaded]
     return {(a if attentions.count(a) == 1 else f"{a} ({path})"): r

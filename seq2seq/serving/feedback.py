@@ -91,7 +91,8 @@ class Feedback:
             if not isinstance(value, str):
                 raise DataError(f"feedback: {name} must be text, got {type(value).__name__}")
             if len(value) > limit:
-                raise DataError(f"feedback: {name} is {len(value):,} characters, at most {limit:,} are kept")
+                raise DataError(f"feedback: {name} is {len(value):,} characters, at most {limit:,} are accepted; "
+                                "nothing was stored")
             if fault := typed_text_fault(value):
                 raise DataError(f"feedback: {name} {fault}")
             texts[name] = value

@@ -110,7 +110,7 @@ def _lines(file: BinaryIO, fmt: str, bad: dict[int, str]) -> Iterator[str]:
     number = 0
     for raw in bounded_lines(file, lone_cr=fmt == "txt"):
         if isinstance(raw, LongLine):
-            bad[number + 1] = raw.fault()
+            bad[number + 1] = f"{raw.fault()} (input line {number + 1}: its fields are left empty here)"
             raw = _placeholder(raw, fmt)
         raw = raw.removeprefix(codecs.BOM_UTF8) if number == 0 else raw
         for piece in line_pieces(raw) if fmt == "txt" else [raw]:
