@@ -46,6 +46,14 @@ class Case:
     similarity: float  # in [0, 1]; 1 = the same characters
 
 
+def itself_first(alert: str, cases: list[Case]) -> list[Case]:
+    """``cases`` (most similar first) with those whose alert is ``alert`` itself, case and spacing aside, first among
+    the equally similar: character n-grams ignore word order, so "#2 CYL INTAKE GASKET LEAKING." found "CYL #2
+    INTAKE GASKET LEAKING." ahead of itself, both at similarity 1. Only what is shown is reordered."""
+    asked = normalize(alert).casefold()
+    return sorted(cases, key=lambda case: (-round(case.similarity, 6), normalize(case.alert).casefold() != asked))
+
+
 def _fitted(texts: list[str], max_df: float = 0.3) -> tuple[TfidfVectorizer, csr_matrix]:
     """A TF-IDF index of ``texts`` and their vectors (rows of unit length)."""
     # n-grams in more than 30% of the texts are left out: they tell few cases apart, and their long

@@ -29,7 +29,7 @@ from seq2seq.data import source_batch, truncate_source
 from seq2seq.errors import CONTROLS, ConfigError
 from seq2seq.fast.folding import fold_embeddings
 from seq2seq.fast.quantize import quantize_int8
-from seq2seq.memory import Case, CaseMemory
+from seq2seq.memory import Case, CaseMemory, itself_first
 from seq2seq.model import Seq2Seq
 from seq2seq.search import Hypothesis, search
 from seq2seq.tokenizer import EOS_ID, UNK_ID, WORD_START, Tokenizer
@@ -213,7 +213,7 @@ class Recommender:
         known = self.memory.known_words([r.alert for r in answered])
         for r, found, t, s, w in zip(answered, cases, trust.tolist(), nearest.tolist(), known, strict=True):
             t, verdict = self.trust_model.judged(t, s, w)
-            yield replace(r, trust=t, verdict=verdict, similar=found[:similar])
+            yield replace(r, trust=t, verdict=verdict, similar=itself_first(r.alert, found)[:similar])
 
     def signals(self, answered: list[Recommendation], k: int = TRUST_NEIGHBOURS) -> tuple[list[list[Case]], np.ndarray]:
         """The ``k`` nearest past cases of each answered alert and the trust FEATURES of its best candidate."""

@@ -11,6 +11,7 @@ from support import MAX_SOURCE_LENGTH, trained
 import seq2seq.recommender as recommender_module
 from seq2seq.config import SearchConfig
 from seq2seq.errors import ConfigError
+from seq2seq.memory import CaseMemory
 from seq2seq.recommender import Candidate, Recommender
 
 # Mixed lengths, one over the model's limit, a repeat, and two that differ only in case and spacing.
@@ -214,6 +215,19 @@ def test_another_memory_shares_the_weights_and_changes_only_the_look_up(recommen
     assert all(not r.similar for r in plain) and all(r.similar for r in judged if r.candidates)
     again = bare.with_memory(recommender.memory, recommender.trust_model).recommend(ALERTS)
     assert [(r.trust, r.verdict, r.similar) for r in again] == [(r.trust, r.verdict, r.similar) for r in judged]
+
+
+def test_an_alert_asked_again_is_shown_ahead_of_its_reordered_twin_at_the_same_similarity(recommender):
+    """Character n-grams ignore word order: 'vibration pump high' and 'pump vibration high' tie at 1, and the
+    reordered one, earlier in memory, was shown first, the alert's own action second."""
+    memory = CaseMemory(["vibration pump high", "pump vibration high", "belt worn"],
+                        ["action of the twin", "action of the alert itself", "replace belt"])
+    judged = recommender.with_memory(memory, recommender.trust_model)
+    shown = judged.recommend(["Pump  vibration HIGH"])[0].similar
+    assert [case.action for case in shown[:2]] == ["action of the alert itself", "action of the twin"]
+    assert shown[0].similarity == pytest.approx(shown[1].similarity) == pytest.approx(1.0)
+    assert [c.action for c in memory.nearest(["pump vibration high"], 2)[0]] == ["action of the twin",
+                                                                             "action of the alert itself"]
 
 
 def test_n_best_texts_are_distinct_each_at_its_best_score(recommender):
