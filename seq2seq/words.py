@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from seq2seq.tokenizer import EOS_PIECE, WORD_START
+from seq2seq.tokenizer import EOS_PIECE, WORD_START, normalize
 
 
 def word_spans(pieces: list[str]) -> list[tuple[str, int, int]]:
@@ -27,9 +27,18 @@ def word_spans(pieces: list[str]) -> list[tuple[str, int, int]]:
     return [(word or "\u2423", start, end) for word, start, end in spans]  # a lone marker reads as a space
 
 
-def word_attention(source_pieces: list[str], target_pieces: list[str], attention: np.ndarray
-                   ) -> tuple[list[str], list[str], np.ndarray]:
-    """Alert words, recommendation words and their (target words x source words) attention."""
+def as_typed(alert: str, words: list[str]) -> list[str]:
+    """An alert's ``words`` (from its pieces, in the case the model reads: "cyl", "#3") as the technician typed them
+    ("CYL", "#3"), each where it is the typed word case aside; "</s>" and any other word stay as they are."""
+    typed = normalize(alert).split()
+    return [typed[i] if i < len(typed) and typed[i].casefold() == word.casefold() else word
+            for i, word in enumerate(words)]
+
+
+def word_attention(source_pieces: list[str], target_pieces: list[str], attention: np.ndarray,
+                   alert: str | None = None) -> tuple[list[str], list[str], np.ndarray]:
+    """Alert words, recommendation words and their (target words x source words) attention; with ``alert``, its
+    words as typed (``as_typed``)."""
     weights = np.asarray(attention, dtype=np.float64)  # (T, S)
     source, target = word_spans(source_pieces), word_spans(target_pieces)
     if weights.shape != (len(target_pieces), len(source_pieces)):
@@ -39,4 +48,5 @@ def word_attention(source_pieces: list[str], target_pieces: list[str], attention
         else np.zeros((len(target_pieces), 0))  # (T, Sw)
     rows = [columns[start:end].mean(axis=0) for _, start, end in target]
     matrix = np.stack(rows) if rows else np.zeros((0, len(source)))  # (Tw, Sw)
-    return [w for w, _, _ in source], [w for w, _, _ in target], matrix
+    source_words = [w for w, _, _ in source]
+    return as_typed(alert, source_words) if alert else source_words, [w for w, _, _ in target], matrix

@@ -85,3 +85,14 @@ def test_typed_text_shows_as_written_never_as_markup(text):
     assert html.startswith("<p>") and html.endswith("</p>")
     inner = html.removeprefix("<p>").removesuffix("</p>")
     assert "<" not in inner and unescape(inner) == text.strip()  # no element, no link, image or emphasis: the text
+
+
+def test_the_alert_s_words_in_the_json_and_the_heatmaps_are_as_typed_not_as_the_model_reads_them():
+    """A model that reads lower case showed 'pump' for a technician's 'PUMP'."""
+    typed = Recommendation("PUMP  Vibration", ["\u2581pump", "\u2581vibration", "</s>"],
+                           [Candidate("inspect pump", -0.5, ["\u2581inspect", "\u2581pump", "</s>"],
+                                      torch.full((3, 3), 1 / 3), -0.5)], None, 0.9, "confident", [])
+    assert recommendation_json(typed)["recommendations"][0]["source_words"] == ["PUMP", "Vibration", "</s>"]
+    figure = recommendation_figures(typed)[0]
+    assert [label.get_text() for label in figure.axes[0].get_xticklabels()] == ["PUMP", "Vibration", "</s>"]
+

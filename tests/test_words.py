@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seq2seq.tokenizer import EOS_PIECE, WORD_START
-from seq2seq.words import word_attention, word_spans
+from seq2seq.words import as_typed, word_attention, word_spans
 
 piece = st.tuples(st.booleans(), st.text("abcxyz#3/", min_size=1, max_size=3)).map(
     lambda p: (WORD_START if p[0] else "") + p[1])
@@ -43,3 +43,22 @@ def test_word_rows_sum_to_one_and_columns_merge_at_word_starts(source, target, s
 def test_a_mismatched_matrix_is_refused():
     with pytest.raises(ValueError, match="does not match"):
         word_attention(["\u2581a", EOS_PIECE], ["\u2581b"], np.ones((2, 2)))
+
+
+def test_an_alert_s_words_are_shown_as_typed_where_they_are_the_typed_word_case_aside():
+    """A model that reads lower case showed 'cyl', 'aft' for 'CYL', 'AFT'."""
+    words = ["cyl", "#3", "aft", "baffle", EOS_PIECE]
+    assert as_typed("CYL  #3 Aft BAFFLE", words) == ["CYL", "#3", "Aft", "BAFFLE", EOS_PIECE]
+    assert as_typed("CYL #3 AFT", ["cyl", "#3", "af"]) == ["CYL", "#3", "af"]  # a word cut by truncation stays
+    assert as_typed("ＣＹＬ oil", ["cyl", "oil"]) == ["CYL", "oil"]  # full-width letters read as NFKC does
+    assert as_typed("pump low", ["pump", "\u2047", "low"]) == ["pump", "\u2047", "low"]  # out of step: kept as read
+
+
+def test_word_attention_with_the_alert_gives_its_typed_words_and_the_same_matrix():
+    source = [f"{WORD_START}cy", "l", f"{WORD_START}leak", EOS_PIECE]
+    target = [f"{WORD_START}fix", EOS_PIECE]
+    attention = np.full((2, 4), 0.25)
+    plain, _, matrix = word_attention(source, target, attention)
+    typed, _, same = word_attention(source, target, attention, "CYL Leak")
+    assert (plain, typed) == (["cyl", "leak", EOS_PIECE], ["CYL", "Leak", EOS_PIECE])
+    np.testing.assert_array_equal(matrix, same)

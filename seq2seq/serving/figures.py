@@ -19,12 +19,12 @@ from seq2seq.words import word_attention
 
 
 def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | None = None,
-                   words: bool = True) -> Figure:
+                   words: bool = True, alert: str | None = None) -> Figure:
     """Recommendation words (rows) x alert words (columns), one cell per attention weight, with a colour
     bar; ``words=False`` shows the pieces the model works with (seq2seq.words)."""
     if words:
         columns, rows, weights = word_attention(source_pieces, candidate.target_pieces,
-                                                candidate.attention.float().numpy())  # (Tw, Sw)
+                                                candidate.attention.float().numpy(), alert)  # (Tw, Sw)
         unit = "words"
     else:
         weights = candidate.attention.float().numpy()  # (T, S)
@@ -51,7 +51,7 @@ def recommendation_figures(recommendation: Recommendation, words: bool = True) -
     """One heatmap per candidate (the shown output first, then each n-best alternative), each titled with its
     text, marked as a guess out of scope."""
     return [heatmap_figure(recommendation.source_pieces, candidate,
-                           f"{i + 1}. {as_shown(candidate.text, recommendation.verdict)}", words)
+                           f"{i + 1}. {as_shown(candidate.text, recommendation.verdict)}", words, recommendation.alert)
             for i, candidate in enumerate(recommendation.candidates)]
 
 

@@ -234,7 +234,8 @@ class Handlers:
         report = shown_first(report, "/engine_health")
         shown = [(k, r) for k, r in enumerate(report.recommendations, 1) if r.candidates]
         labels = [f"Alert {k}: {r.alert}" for k, r in shown]
-        figures = [heatmap_figure(r.source_pieces, r.candidates[0], f"{label}\n{as_shown(r.text, r.verdict)}")
+        figures = [heatmap_figure(r.source_pieces, r.candidates[0], f"{label}\n{as_shown(r.text, r.verdict)}",
+                                  alert=r.alert)
                    for label, (_, r) in zip(labels, shown, strict=True)]
         return [summary, attention_figure(report), deviation_figure(report),
                 *plot_updates(figures, ENGINE_ALERTS, labels)]

@@ -23,7 +23,7 @@ from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.serving.figures import heatmap_figure
 from seq2seq.serving.incident_log import Row
 from seq2seq.serving.layout import Layout
-from seq2seq.words import word_attention, word_spans
+from seq2seq.words import as_typed, word_attention, word_spans
 
 
 class Sinks:
@@ -181,7 +181,8 @@ def _attention_line(row: Row, result: Recommendation | None) -> str:
     best, *others = [_matrices(source, c) for c in candidates] or [
         {"target_pieces": [], "attention": [], "target_words": [], "word_attention": []}]
     record = {"row": row.number, "source_pieces": source, **best,
-              "source_words": [word for word, _, _ in word_spans(source)], "alternatives": others}
+              "source_words": as_typed(result.alert, [word for word, _, _ in word_spans(source)]) if result else [],
+              "alternatives": others}
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
@@ -196,5 +197,5 @@ def _matrices(source_pieces: list[str], candidate: Candidate) -> dict[str, list]
 def _save_heatmap(path: Path, result: Recommendation) -> None:
     """The best candidate's heatmap, written under a temporary name and renamed, so a PNG is never partial."""
     partial = path.with_name(path.name + ".partial")
-    heatmap_figure(result.source_pieces, result.candidates[0]).savefig(partial, format="png")
+    heatmap_figure(result.source_pieces, result.candidates[0], alert=result.alert).savefig(partial, format="png")
     os.replace(partial, path)

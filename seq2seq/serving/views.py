@@ -31,7 +31,7 @@ def recommendation_json(recommendation: Recommendation) -> dict[str, Any]:
         "alert": recommendation.alert, "source_pieces": recommendation.source_pieces,
         "warning": recommendation.warning, "trust": recommendation.trust, "verdict": recommendation.verdict,
         "similar": similar_json(recommendation),
-        "recommendations": [candidate_json(recommendation.source_pieces, c, lp, top, mass)
+        "recommendations": [candidate_json(recommendation.source_pieces, c, lp, top, mass, recommendation.alert)
                             for c, lp in zip(recommendation.candidates, log_probs, strict=True)],
     }
 
@@ -50,10 +50,12 @@ def translation_json(recommendation: Recommendation) -> dict[str, Any]:
             "alternatives": [{"text": c.text, "score": c.score} for c in r.candidates[1:]]}
 
 
-def candidate_json(source_pieces: list[str], c: Candidate, log_prob: float, top: float, mass: float) -> dict[str, Any]:
-    """One candidate with its piece-level and word-level attention (target x source, rows summing to 1)."""
+def candidate_json(source_pieces: list[str], c: Candidate, log_prob: float, top: float, mass: float,
+                   alert: str | None = None) -> dict[str, Any]:
+    """One candidate with its piece-level and word-level attention (target x source, rows summing to 1); the
+    alert's words as typed when ``alert`` is given."""
     pieces = c.attention.double().numpy()  # rounded as float64: a float32 rounded to 5 places prints 17 digits
-    source_words, target_words, words = word_attention(source_pieces, c.target_pieces, pieces)
+    source_words, target_words, words = word_attention(source_pieces, c.target_pieces, pieces, alert)
     return {
         "text": c.text, "score": c.score, "target_pieces": c.target_pieces,
         "confidence": math.exp(log_prob / max(1, len(c.target_pieces))), "share": math.exp(log_prob - top) / mass,
