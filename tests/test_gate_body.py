@@ -100,7 +100,8 @@ def test_an_upload_holds_one_file_of_the_size_gradio_takes_and_no_more(served):
     status, answer = post_raw(served, "/gradio_api/upload", {"Content-Type": "multipart/form-data; boundary=b",
                                                              "Transfer-Encoding": "chunked"},
                               b"%x\r\n" % len(field) + field + b"\r\n" + chunked(UPLOAD_CAP + 1))
-    assert status == 413 and f"{UPLOAD_CAP:,} bytes" in answer["detail"]
+    assert status == 413 and answer["detail"] == (f"request body over {UPLOAD_CAP:,} bytes (a file of at most "
+                                                  f"{UPLOAD_CAP - UPLOAD_FRAMING:,} bytes and its form)")
 
 
 def test_the_longest_alerts_every_character_escaped_pass_to_recommend_by_both_routes(served):

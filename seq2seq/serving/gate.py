@@ -119,7 +119,9 @@ class ServiceGate:
         """The request to Gradio, unless its body is over ``cap``; Gradio's 503 becomes the busy answer."""
         capped = await _capped(scope, receive, cap)
         if capped is None:
-            await _too_large(send, cap, "detail")  # as Gradio's routes name their errors
+            upload = scope.get("path") in UPLOAD_PATHS and cap is not None  # its cap is the file's and the framing's
+            framing = f" (a file of at most {cap - UPLOAD_FRAMING:,} bytes and its form)" if upload else ""
+            await _too_large(send, cap, "detail", framing)  # as Gradio's routes name their errors
         else:
             await self.app(scope, capped, _BusyAnswer(send, self.status))
 
@@ -253,10 +255,10 @@ async def _busy(send: Send, state: dict, why: str | None = None, least_s: int = 
                    {"retry-after": str(seconds), **({"connection": "close"} if close else {})})
 
 
-async def _too_large(send: Send, cap: int, key: str) -> None:
-    """HTTP 413 with ``{key: "request body over N bytes"}``, ``key`` as the route's other errors name theirs."""
+async def _too_large(send: Send, cap: int, key: str, why: str = "") -> None:
+    """HTTP 413 with ``{key: "request body over N bytes" + why}``, ``key`` as the route's other errors name theirs."""
     # The body is left unread, so the connection cannot carry another request.
-    await _respond(send, 413, {key: f"request body over {cap:,} bytes"}, {"connection": "close"})
+    await _respond(send, 413, {key: f"request body over {cap:,} bytes{why}"}, {"connection": "close"})
 
 
 async def _capped(scope: Scope, receive: Receive, cap: int | None) -> Receive | None:
