@@ -41,7 +41,7 @@ def json_record(line: str, where: str) -> dict | None:
     if "\r" in line.rstrip("\r\n"):
         raise DataError(f"{where}: {LONE_CR}")
     try:
-        record = parse_json(line, partial(_object, where=where))
+        record = parse_json(line, partial(distinct_keys, where=where))
     except JsonFault as err:
         raise DataError(f"{where}: invalid JSON ({err.words})") from None
     if not isinstance(record, dict):
@@ -63,7 +63,7 @@ def _check_escapes(line: str, record: dict, where: str) -> None:
                         "surrogate), not text") from None
 
 
-def _object(pairs: list[tuple[str, object]], where: str) -> dict:
+def distinct_keys(pairs: list[tuple[str, object]], where: str) -> dict:
     """A JSON object whose keys are distinct: json would keep the last of two equal keys without a word."""
     check_distinct_names([key for key, _ in pairs], where, "key")
     return dict(pairs)

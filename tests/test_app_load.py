@@ -137,18 +137,20 @@ def test_the_direct_route_answers_what_recommend_answers_and_refuses_in_one_line
             nested = http.post(f"{url}api/recommend", content=b'{"data": [' + b"[" * 5000 + b"]" * 5000 + b"]}")
             surrogate = http.post(f"{url}api/recommend", content=b'{"data": ["belt worn\\negt \\ud800 high"]}')
             wrong_method = http.get(f"{url}api/recommend")
+            twice = http.post(f"{url}api/recommend", content=b'{"data": ["egt high"], "data": ["hyd press lo"]}')
     finally:
         demo.close()
         demo.handlers.close()
     assert direct.status_code == 200 and kind == "complete" and direct.json() == queued[0]
     assert shortest.status_code == 200 and shortest.json()["translator"] == "tiny"
-    for answer in [*refusals, not_json, nested, surrogate]:
+    for answer in [*refusals, not_json, nested, surrogate, twice]:
         assert answer.status_code == 400
         assert answer.json()["error"] and "\n" not in answer.json()["error"]
     assert "Alert 2 is not valid Unicode (a lone surrogate at character 5)" in surrogate.json()["error"]
     assert "Type at least one alert" in refusals[0].json()["error"]
     assert "Unknown translator" in refusals[1].json()["error"]
     assert wrong_method.status_code == 405
+    assert "body: key 'data' appears twice" in twice.json()["error"]  # json kept the last without a word
 
 
 @pytest.mark.slow

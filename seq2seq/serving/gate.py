@@ -38,8 +38,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
+from seq2seq.errors import DataError
+from seq2seq.jsonl import distinct_keys
 from seq2seq.jsontext import parse_json
 
 Scope, Message = dict[str, Any], dict[str, Any]
@@ -135,8 +138,11 @@ class ServiceGate:
             await _too_large(send, cap, "error")
             return
         body = b"".join(message.get("body", b"") for message in messages)
-        try:
-            inputs = parse_json(body.decode("utf-8"), dict)["data"]  # a JsonFault for nesting too deep, not a 500
+        try:  # a key given twice (json keeps the last without a word) is refused; nesting too deep: a JsonFault
+            inputs = parse_json(body.decode("utf-8"), partial(distinct_keys, where="body"))["data"]
+        except DataError as err:
+            await _respond(send, 400, {"error": str(err)})
+            return
         except (ValueError, TypeError, KeyError):
             await _respond(send, 400, {"error": 'send JSON: {"data": [alerts, translator, beam size, n-best]}'})
             return
