@@ -96,3 +96,12 @@ def test_the_alert_s_words_in_the_json_and_the_heatmaps_are_as_typed_not_as_the_
     figure = recommendation_figures(typed)[0]
     assert [label.get_text() for label in figure.axes[0].get_xticklabels()] == ["PUMP", "Vibration", "</s>"]
 
+
+
+def test_attention_in_the_json_is_rounded_to_5_places_as_written_not_as_float32_prints_them():
+    """Rounded in float32, 0.33333 printed as 0.3333300054073334: 17 digits, twice /recommend's bytes."""
+    third = Recommendation("pump low", ["\u2581pump", "\u2581low", "</s>"],
+                           [Candidate("inspect pump", -0.5, ["\u2581inspect", "\u2581pump", "</s>"],
+                                      torch.full((3, 3), 1 / 3), -0.5)], None, 0.9, "confident", [])
+    first = recommendation_json(third)["recommendations"][0]
+    assert {w for row in first["attention"] for w in row} == {0.33333}
