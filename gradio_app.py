@@ -61,7 +61,7 @@ import gradio as gr
 from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.cli.common import path_flag, whole_number
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator, load_translators
-from seq2seq.serving.app import QUEUE_CONCURRENCY, QUEUE_SIZE, RECOMMEND_CONCURRENCY, App, address_fault
+from seq2seq.serving.app import QUEUE_CONCURRENCY, QUEUE_SIZE, RECOMMEND_CONCURRENCY, App, address_fault, unservable
 from seq2seq.serving.feedback import VERDICTS, FeedbackStore
 from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers, plot_updates
 from seq2seq.serving.requests import RawPayload, shown_first
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_FILE_SIZE)
     except OSError as err:  # the port taken since the check
-        parser.exit(2, f"gradio_app: error: cannot serve on {args.host}:{args.port} ({err})\n")
+        parser.exit(2, f"gradio_app: error: {unservable(args.host, args.port, err)}\n")
     finally:  # launch returns once Ctrl-C or SIGTERM has closed the server
         demo.handlers.close()
 

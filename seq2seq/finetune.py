@@ -34,7 +34,7 @@ from typing import Any
 from seq2seq.checkpoint import load_model
 from seq2seq.config import SearchConfig, from_dict
 from seq2seq.corpus import Example, ParallelCorpus
-from seq2seq.errors import ConfigError, shown
+from seq2seq.errors import ConfigError, counted, shown
 from seq2seq.model import Seq2Seq
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import Tokenizer, normalize
@@ -104,9 +104,8 @@ class Start:
             answers.setdefault(self.tokenizer.normalize_source(example.source), set()).add(normalize(example.target))
         torn = [alert for alert, targets in answers.items() if len(targets) > 1]
         if torn:  # a model gives an alert one answer: at most one of them can be learned
-            alerts = "1 alert" if len(torn) == 1 else f"{len(torn):,} alerts"
-            log(f"warning: {new.path}: corrections disagree about {alerts} ({shown(repr(torn[0]))} has "
-                f"{len(answers[torn[0]])} answers); a model learns one answer for each")
+            log(f"warning: {new.path}: corrections disagree about {counted(len(torn), 'alert')} "
+                f"({shown(repr(torn[0]))} has {len(answers[torn[0]])} answers); a model learns one answer for each")
         if not self.old:  # a last.pt never carries one; a best.pt written before cases were kept neither
             log(f"{self.path} carries no case memory (a last.pt, or a best.pt written before cases were kept; a run's "
                 f"best.pt has one): nothing is mixed in, training on the {len(new.examples)} new pairs alone, and the "

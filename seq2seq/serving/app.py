@@ -150,4 +150,9 @@ def address_fault(host: str, port: int) -> str | None:
         with socket.create_server((host or "127.0.0.1", port)):
             return None
     except OSError as err:
-        return f"cannot serve on {host}:{port} ({err.strerror or err})"
+        return unservable(host, port, err)
+
+
+def unservable(host: str, port: int, err: OSError) -> str:
+    """The words for a failed bind, at the check before loading or at the launch after it."""
+    return f"cannot serve on {host}:{port} ({err.strerror or err})"
