@@ -127,9 +127,9 @@ def _verdict_panel(h: Handlers, prefix: str) -> tuple[gr.Dropdown, gr.State]:
             buttons = {verdict: gr.Button(verdict.capitalize(), elem_id=f"{prefix}-{verdict}")
                        for verdict in VERDICTS}
         saved = gr.Markdown(elem_id=f"{prefix}-feedback-saved")
-    answered = gr.State()
+    answered, last = gr.State(), gr.State()  # last: the record this page stored last (a double click stores once)
     for verdict, button in buttons.items():
-        button.click(partial(h.feedback_on, verdict), [answered, choice, correction, technician], [saved],
+        button.click(partial(h.feedback_on, verdict), [answered, choice, correction, technician, last], [saved, last],
                      api_name=f"{prefix}_feedback_{verdict}", api_visibility="private", concurrency_limit=None)
     return choice, answered
 

@@ -151,6 +151,20 @@ def test_wrong_with_a_correction_is_stored_in_the_feedback_database(page, recomm
     assert record.shown.translator and record.shown.score == pytest.approx(second.score, abs=1e-4)
 
 
+def test_a_double_click_on_right_stores_one_record_and_a_click_after_it_says_it_is_already_saved(page, feedback):
+    page.locator("#alerts textarea").fill(UI_ALERTS[0])
+    page.locator("#recommend").click()
+    expect(page.locator("#alerts-feedback-choice input")).to_have_value(re.compile(r"^1\. "), timeout=TIMEOUT_MS)
+    before = len(feedback.records())
+    page.locator("#alerts-right").dblclick()
+    expect(page.locator("#alerts-feedback-saved")).to_contain_text("saved as feedback record", timeout=TIMEOUT_MS)
+    page.wait_for_function("() => !document.querySelector('.pending, .generating')")
+    page.locator("#alerts-right").click()
+    expect(page.locator("#alerts-feedback-saved")).to_contain_text("Already saved as feedback record",
+                                                                   timeout=TIMEOUT_MS)
+    assert len(feedback.records()) == before + 1
+
+
 def test_right_on_an_engine_alert_is_stored_in_the_feedback_database(page, feedback):
     page.get_by_role("tab", name="Engine health").click()
     page.locator("#analyse").click()

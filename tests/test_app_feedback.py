@@ -12,6 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse
 from concurrent.futures import ThreadPoolExecutor
 
+import gradio as gr
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
@@ -23,6 +24,7 @@ from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.serving.destinations import model_digest
 from seq2seq.serving.feedback import FeedbackStore, Shown
+from seq2seq.serving.handlers import Handlers
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")
 
@@ -64,6 +66,42 @@ def test_feedback_round_trips_every_field_and_answers_with_the_record_id(served)
         record = stored(store, int(record_id))
         assert [record.feedback.alert, record.feedback.recommendation, record.feedback.verdict,
                 record.feedback.correction, record.feedback.technician] == list(fields)
+
+
+def test_a_database_deleted_under_the_app_is_named_to_the_technician_by_its_file_name_not_its_server_path(tiny,
+                                                                                                      tmp_path):
+    store = FeedbackStore(tmp_path / "operator-only" / "feedback.sqlite")
+    handlers = Handlers({"tiny": Recommender.from_checkpoint(tiny[0].best)}, None, [], store)
+    try:
+        store.path.unlink()
+        with pytest.raises(gr.Error) as refused:
+            handlers.feedback("fan speed low", "replace fan belt", "right")
+    finally:
+        handlers.close()
+        store.close()
+    assert refused.value.message.startswith("feedback.sqlite: feedback not stored: the database was deleted")
+    assert "operator-only" not in refused.value.message
+
+
+def test_the_same_verdict_sent_twice_from_a_page_a_double_click_is_stored_once_and_a_changed_one_again(tiny,
+                                                                                                      tmp_path):
+    store = FeedbackStore(tmp_path / "feedback.sqlite")
+    handlers = Handlers({"tiny": Recommender.from_checkpoint(tiny[0].best)}, None, [], store)
+    try:
+        answered = handlers.translators["tiny"].recommend(UI_ALERTS[:2])
+        first, last = handlers.feedback_on("right", answered, 0, "", "")
+        again, last = handlers.feedback_on("right", answered, 0, "", "", last)
+        for verdict, index, correction in (("wrong", 0, ""), ("wrong", 0, "did X"), ("wrong", 1, "did X")):
+            _, last = handlers.feedback_on(verdict, answered, index, correction, "", last)
+        records = store.records()
+    finally:
+        handlers.close()
+        store.close()
+    assert first.startswith(f"Thank you: saved as feedback record {records[0].id} ")
+    assert again.startswith(f"Already saved as feedback record {records[0].id} ")
+    assert [(r.feedback.alert, r.feedback.verdict, r.feedback.correction) for r in records] == [
+        (UI_ALERTS[0], "right", ""), (UI_ALERTS[0], "wrong", ""), (UI_ALERTS[0], "wrong", "did X"),
+        (UI_ALERTS[1], "wrong", "did X")]
 
 
 def test_correction_and_technician_may_be_left_out(served):

@@ -295,7 +295,7 @@ class Handlers:
         instead and their name (both may be empty); stored, committed and synced, then its record id."""
         if self.feedback_store is None:
             raise refusal("This app keeps no feedback (started without a feedback database).")
-        with user_errors():
+        with user_errors(self.feedback_store.path):
             record = Feedback.checked(alert, recommendation, verdict, correction, technician)
             return self.feedback_store.add(record, self.shown.get(record))
 
@@ -306,11 +306,18 @@ class Handlers:
         return gr.Dropdown(choices=choices, value=0 if choices else None), answered
 
     def feedback_on(self, verdict: str, answered: list[Recommendation] | None, index: Any, correction: str,
-                    technician: str) -> str:
-        """A verdict button: the chosen recommendation's feedback, stored through ``feedback``."""
+                    technician: str, last: tuple[tuple, int] | None = None) -> tuple[str, tuple[tuple, int]]:
+        """A verdict button: the chosen recommendation's feedback, stored through ``feedback``, and the page's
+        ``last`` record (what was posted, its id). The same post again from the page, a double click, is
+        answered with that record rather than stored twice: each record counts in ``feedback stats`` and as a
+        training pair in ``feedback export``."""
         if not answered or not isinstance(index, int) or not 0 <= index < len(answered):
             raise refusal("Get a recommendation first, then choose it and say whether it was right.")
         chosen = answered[index]
-        record = self.feedback(chosen.alert, chosen.text, verdict, correction, technician)
-        return (f"Thank you: saved as feedback record {record} ({verdict}: \"{views.as_written(chosen.alert)}\" -> "
-                f"\"{views.as_written(chosen.text)}\").")
+        posted = (chosen.alert, chosen.text, verdict, correction, technician)
+        if last is not None and last[0] == posted:
+            record, saved = last[1], "Already saved"
+        else:
+            record, saved = self.feedback(*posted), "Thank you: saved"
+        return (f"{saved} as feedback record {record} ({verdict}: \"{views.as_written(chosen.alert)}\" -> "
+                f"\"{views.as_written(chosen.text)}\")."), (posted, record)

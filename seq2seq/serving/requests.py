@@ -35,14 +35,15 @@ def shown_first(value: Any, event: str) -> Any:
 
 
 @contextlib.contextmanager
-def user_errors(upload: str | None = None) -> Iterator[None]:
-    """Turn any failure into a readable gr.Error; the upload's temporary path is shown as its file name."""
+def user_errors(path: str | Path | None = None) -> Iterator[None]:
+    """Turn any failure into a readable gr.Error; ``path`` (an upload's temporary path, the feedback database),
+    a place on the server the user has no business knowing, is shown as its file name."""
     try:
         yield
     except gr.Error:
         raise
     except (Seq2SeqError, ValueError, OSError) as err:
-        message = str(err).replace(str(upload), Path(upload).name) if upload else str(err)
+        message = str(err).replace(str(path), Path(path).name) if path else str(err)
         raise refusal(message) from None
     except Exception as err:
         traceback.print_exc()
