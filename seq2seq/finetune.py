@@ -34,7 +34,7 @@ from typing import Any
 from seq2seq.checkpoint import load_model
 from seq2seq.config import SearchConfig, from_dict
 from seq2seq.corpus import Example, ParallelCorpus
-from seq2seq.errors import ConfigError, counted, shown
+from seq2seq.errors import ConfigError, DataError, counted, shown
 from seq2seq.model import Seq2Seq
 from seq2seq.recommender import Recommender
 from seq2seq.tokenizer import Tokenizer, normalize
@@ -106,21 +106,26 @@ class Start:
         if torn:  # a model gives an alert one answer: at most one of them can be learned
             log(f"warning: {new.path}: corrections disagree about {counted(len(torn), 'alert')} "
                 f"({shown(repr(torn[0]))} has {len(answers[torn[0]])} answers); a model learns one answer for each")
+        learnable = [e for e in new.examples if e.line not in too_long]  # named above; not counted again below
+        if not learnable:
+            raise DataError(f"{new.path}: every new pair's action is over train.max_target_length "
+                            f"({max_target_length}); nothing to learn")
         if not self.old:  # a last.pt never carries one; a best.pt written before cases were kept neither
             log(f"{self.path} carries no case memory (a last.pt, or a best.pt written before cases were kept; a run's "
-                f"best.pt has one): nothing is mixed in, training on the {len(new.examples)} new pairs alone, and the "
+                f"best.pt has one): nothing is mixed in, training on the {len(learnable)} new pairs alone, and the "
                 "result's past cases are the new pairs only")
-            return new, cases
+            return ParallelCorpus(new.path, learnable, new.skipped), cases
         if not replay:
-            return new, cases
+            return ParallelCorpus(new.path, learnable, new.skipped), cases
         read = self.tokenizer.normalize_source  # as the model reads an alert: "phi a bit high" is "PHI A BIT HIGH"
-        corrected = {read(e.source) for e in new.examples if e.line not in too_long}
+        corrected = {read(e.source) for e in learnable}
         kept = [e for e in self.old if read(e.source) not in corrected]
-        repeats = max(1, math.ceil(NEW_SHARE * len(kept) / ((1 - NEW_SHARE) * len(new.examples))))
-        log(f"mixing {len(new.examples)} new pairs (x{repeats}) with {len(kept)} training pairs of {self.path}"
-            + (f" ({len(self.old) - len(kept)} of its pairs have a new pair's alert, and are left out)"
-               if len(kept) < len(self.old) else ""))
-        return ParallelCorpus(new.path, [*new.examples * repeats, *kept], new.skipped), cases
+        repeats = max(1, math.ceil(NEW_SHARE * len(kept) / ((1 - NEW_SHARE) * len(learnable))))
+        log(f"mixing {counted(len(learnable), 'new pair')} (x{repeats}) with {counted(len(kept), 'training pair')} "
+            f"of {self.path}"
+            + (f" ({left} of its pairs {'has' if left == 1 else 'have'} a new pair's alert, and "
+               f"{'is' if left == 1 else 'are'} left out)" if (left := len(self.old) - len(kept)) else ""))
+        return ParallelCorpus(new.path, [*learnable * repeats, *kept], new.skipped), cases
 
 
 @dataclass(frozen=True)

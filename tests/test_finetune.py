@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,6 +15,7 @@ from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.config import TrainConfig
 from seq2seq.corpus import Example, ParallelCorpus, read_parallel
 from seq2seq.distributed import ONE_PROCESS
+from seq2seq.errors import DataError
 from seq2seq.finetune import BLENDS, NEW_SHARE, Learning, Start
 from seq2seq.recommender import Recommender
 from seq2seq.selection import Selection, score_greedy
@@ -104,7 +106,8 @@ def test_old_answers_to_a_corrected_alert_are_left_out_whatever_its_case(run):
     train, _ = start.corpora(ParallelCorpus("c", [Example(alert.upper(), "new action", 2)], []), True, lines.append,
                                  100)
     assert old and not [e for e in train.examples if e.source == alert]
-    assert f"({len(old)} of its pairs have a new pair's alert, and are left out)" in lines[0]
+    assert (f"({len(old)} of its pairs have a new pair's alert, and are left out)" if len(old) > 1 else
+            "(1 of its pairs has a new pair's alert, and is left out)") in lines[0]
 
 
 def test_a_correction_too_long_to_train_on_is_named_and_leaves_its_alert_s_old_answers_in_the_replay(run):
@@ -123,6 +126,22 @@ def test_a_correction_too_long_to_train_on_is_named_and_leaves_its_alert_s_old_a
     assert warnings == [f"warning: c.tsv: line 2: the action is {pieces} pieces, over train.max_target_length "
                         f"({pieces - 1}), so it is not trained on; its alert's old answers stay in the replay"]
     assert (alert, long_action) == (cases.examples[0].source, cases.examples[0].target)  # still a past case
+    assert long_action not in {e.target for e in train.examples}  # named once, not dropped again x repeats
+    kept = len(train.examples) - sum(e.source == other for e in train.examples)
+    repeats = math.ceil(NEW_SHARE * kept / (1 - NEW_SHARE))  # sized by the one pair that is learned
+    assert [line for line in lines if line.startswith("mixing")] == [
+        f"mixing 1 new pair (x{repeats}) with {kept} training pairs of {run.best} (1 of its pairs has a new pair's "
+        "alert, and is left out)"]
+
+
+def test_corrections_all_too_long_to_train_on_are_refused_before_a_run_that_would_learn_nothing(run):
+    start = Start.load(run.best)
+    long_action = " ".join([TINY_PAIRS[0][1]] * 10)
+    pieces = len(start.tokenizer.encode_target(long_action))
+    with pytest.raises(DataError, match=rf"^c.tsv: every new pair's action is over train.max_target_length "
+                                        rf"\({pieces - 1}\); nothing to learn$"):
+        start.corpora(ParallelCorpus("c.tsv", [Example(TINY_PAIRS[1][0], long_action, 2)], []), True,
+                      lambda line: None, pieces - 1)
 
 
 def test_a_correction_the_vocabulary_cannot_write_is_named_and_the_others_are_not(run):
