@@ -35,12 +35,18 @@ _CONTROL_TO_SPACE = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)], " ")
 
 
 def normalize(text: str, lowercase: bool = False, uppercase: bool = False) -> str:
-    """Unicode NFKC, control characters to spaces, whitespace collapsed and stripped, optionally lower- or
-    upper-cased.
+    """Unicode NFKC, format characters removed, control characters to spaces, whitespace collapsed and
+    stripped, optionally lower- or upper-cased.
+
+    Format characters (category Cf: a byte-order mark where two files were joined, a zero-width space or a soft
+    hyphen pasted from a web page or Word, bidirectional marks) are invisible, and NFKC keeps them: "egt high"
+    and "egt high" followed by U+200B read alike to a technician, so they read alike to the model too.
 
     Idempotent: ``normalize(normalize(x, lc, uc), lc, uc) == normalize(x, lc, uc)``. NFKC runs again after
     a change of case because it can leave text that NFKC would still change.
     """
+    if not text.isascii():  # every format character is beyond ASCII
+        text = "".join(c for c in text if unicodedata.category(c) != "Cf")
     text = unicodedata.normalize("NFKC", text)
     if lowercase:
         text = unicodedata.normalize("NFKC", text.lower())

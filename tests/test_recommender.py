@@ -154,7 +154,15 @@ def test_alerts_differing_only_in_case_and_spacing_get_the_same_recommendation(r
     assert first.text == second.text
 
 
-@pytest.mark.parametrize("empty", ["", "   ", "\t\n", "\u00a0"])
+def test_alerts_differing_only_by_invisible_characters_get_the_same_recommendation_and_trust(recommender):
+    clean, *dirty = recommender.recommend(["fan speed low", "\ufefffan speed low", "fan speed low\u200b",
+                                           "fan sp\u00adeed low", "fan\u2060 speed\u200d low"])
+    for result in dirty:  # one batch: a row's last float digits may depend on its place in it
+        assert (result.source_pieces, result.text, result.verdict) == (clean.source_pieces, clean.text, clean.verdict)
+        assert (result.score, result.trust) == pytest.approx((clean.score, clean.trust), rel=1e-5)
+
+
+@pytest.mark.parametrize("empty", ["", "   ", "\t\n", "\u00a0", "\ufeff\u200b"])
 def test_empty_or_whitespace_alert_gives_an_empty_recommendation_with_a_warning(recommender, empty):
     before, result, after = recommender.recommend([ALERTS[0], empty, ALERTS[1]])
     assert result.text == "" and result.candidates == [] and result.source_pieces == []

@@ -1,5 +1,6 @@
 import dataclasses
 import io
+import unicodedata
 
 import pytest
 import sentencepiece as spm
@@ -39,6 +40,17 @@ def test_normalize_leaves_single_spaces_and_no_control_characters(text):
     assert "  " not in result
     assert not any(ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 for char in result)
     assert result.split() == " ".join(result.split()).split()
+
+
+@given(st.text())
+def test_normalize_leaves_no_format_character(text):
+    assert not any(unicodedata.category(char) == "Cf" for char in normalize(text))
+
+
+@pytest.mark.parametrize("typed", ["\ufeffegt high", "egt high\u200b", "e\u00adgt high", "egt\u2060 high",
+                                   "\u202aegt high\u202c", "egt\u200d high\u200e"])
+def test_invisible_format_characters_read_as_the_text_a_technician_sees(typed):
+    assert normalize(typed) == "egt high"
 
 
 def test_normalize_applies_nfkc_turns_controls_into_spaces_and_lowercases_only_when_asked():
