@@ -34,13 +34,21 @@ Shape legend, one meaning per letter across the package:
     Y health classes
 """
 
-from seq2seq.config import ModelConfig, RulConfig, SearchConfig, TokenizerConfig, TrainConfig
-from seq2seq.errors import CheckpointError, ConfigError, DataError, Seq2SeqError
-from seq2seq.recommender import Candidate, Recommendation, Recommender
-from seq2seq.rul.cmapss import Engine, read_cmapss
-from seq2seq.rul.monitor import EngineMonitor, EngineReport
+from importlib import import_module
 
 __version__ = "0.1.0"
-__all__ = ["Candidate", "CheckpointError", "ConfigError", "DataError", "Engine", "EngineMonitor", "EngineReport",
-           "ModelConfig", "Recommendation", "Recommender", "RulConfig", "SearchConfig", "Seq2SeqError",
-           "TokenizerConfig", "TrainConfig", "read_cmapss"]
+# Each public name and the module it comes from, imported on first use (PEP 562): importing the package itself
+# costs nothing, so the command line (seq2seq.cli) is running, and answers Ctrl-C in words, before torch loads.
+_HOMES = {**dict.fromkeys(["ModelConfig", "RulConfig", "SearchConfig", "TokenizerConfig", "TrainConfig"], "config"),
+          **dict.fromkeys(["CheckpointError", "ConfigError", "DataError", "Seq2SeqError"], "errors"),
+          **dict.fromkeys(["Candidate", "Recommendation", "Recommender"], "recommender"),
+          **dict.fromkeys(["Engine", "read_cmapss"], "rul.cmapss"),
+          **dict.fromkeys(["EngineMonitor", "EngineReport"], "rul.monitor")}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'seq2seq' has no attribute {name!r}")
+    return getattr(import_module(f"seq2seq.{_HOMES[name]}"), name)
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +127,24 @@ def test_n_best_refusals_name_no_beam_the_user_did_not_choose(model):
 def test_feedback_without_a_subcommand_names_the_subcommands():
     line = assert_one_line_error(run_cli("feedback"), "{export,stats}")
     assert "feedback_command" not in line
+
+
+@pytest.mark.parametrize("after_s", [0.1, 0.5, 1.0, 1.5])
+def test_ctrl_c_while_torch_is_still_loading_is_answered_in_one_line(after_s):
+    # torch alone takes over a second to import; the package itself loads nothing (seq2seq/__init__.py)
+    child = subprocess.Popen([sys.executable, "-m", "seq2seq", "translate", "--model", "m.pt"], cwd=ROOT,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        child.wait(after_s)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=60)
+    assert (child.returncode, stderr) in [(130, "seq2seq: interrupted\n"),
+                                          (2, "seq2seq: error: m.pt: checkpoint not found\n")]  # a machine that fast
+
+
+def test_the_program_ignores_ctrl_c_once_its_work_is_done_rather_than_print_torch_s_exit_handlers():
+    probe = ("import signal, seq2seq.cli as cli; cli.main = lambda: 0; status = cli.command(); "
+             "print(status, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          cwd=ROOT).stdout == "0 True\n"

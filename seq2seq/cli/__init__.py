@@ -14,16 +14,30 @@ import gc
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TextIO
 
-from seq2seq.cli.combine import add_combine_parsers, run_combine
-from seq2seq.cli.evaluate import add_evaluate_parser, run_evaluate
-from seq2seq.cli.feedback import add_feedback_parser, run_feedback
-from seq2seq.cli.rul import add_rul_parser, run_rul
-from seq2seq.cli.train import add_train_parser, run_train
-from seq2seq.cli.translate import add_translate_parser, run_translate
-from seq2seq.errors import Seq2SeqError, Terminated, shown, terminate_as_interrupt
+
+def _interrupted_while_loading(signum: int, frame: Any) -> None:
+    """Ctrl-C while the commands load: nothing is written yet, so nothing to keep. Ended at once, in words: a
+    KeyboardInterrupt raised inside numpy's or torch's import can leave it half-made and fail as something else."""
+    os.write(2, b"seq2seq: interrupted\n")
+    os._exit(130)
+
+
+_loading = threading.current_thread() is threading.main_thread()  # only the main thread may set a handler
+_before = signal.signal(signal.SIGINT, _interrupted_while_loading) if _loading else None
+from seq2seq.cli.combine import add_combine_parsers, run_combine  # noqa: E402  torch and scikit-learn: seconds
+from seq2seq.cli.evaluate import add_evaluate_parser, run_evaluate  # noqa: E402
+from seq2seq.cli.feedback import add_feedback_parser, run_feedback  # noqa: E402
+from seq2seq.cli.rul import add_rul_parser, run_rul  # noqa: E402
+from seq2seq.cli.train import add_train_parser, run_train  # noqa: E402
+from seq2seq.cli.translate import add_translate_parser, run_translate  # noqa: E402
+from seq2seq.errors import Seq2SeqError, Terminated, shown, terminate_as_interrupt  # noqa: E402
+
+if _loading:
+    signal.signal(signal.SIGINT, signal.default_int_handler if _before is None else _before)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -55,7 +69,11 @@ def command() -> int:
     # out of the collector's sight, it is no longer walked by every full collection during a job nor by the
     # interpreter's exit (docs/benchmarks.md, "Start-up and exit"), as the app freezes what it loads (App.launch).
     gc.freeze()
-    return main()
+    status = main()
+    # The process ends now. A second Ctrl-C (one after the first, as people press it) would only interrupt torch's
+    # exit handlers, and Python would print their traceback under the one-line answer already given.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:
