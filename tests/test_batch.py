@@ -441,6 +441,10 @@ def test_the_summary_counts_the_guesses_out_of_scope_apart_and_their_trust_is_ze
     assert summary.summary().startswith("2 rows: 2 translated (1 out of scope: guesses, not advice; ")
 
 
+def test_the_summary_of_one_row_says_row():
+    assert BatchSummary(1, 1, 0, 0, 2.0).summary() == "1 row: 1 translated, 0 with errors; 2.0 s (0 rows/s)"
+
+
 def test_a_jsonl_log_opening_with_records_not_utf8_resumed_gives_exactly_the_bytes_of_an_uninterrupted_run(
         recommender, tmp_path):
     """The first record names no alert key and is not UTF-8: the key is chosen at the first readable record."""

@@ -67,6 +67,22 @@ def test_cli_input_of_unknown_type_names_the_format_flag_and_loads_no_model(tmp_
     assert sorted(tmp_path.iterdir()) == [log]
 
 
+@pytest.mark.parametrize(("output", "words"), [
+    ("out.json", "out.json: unknown file type '.json' for --output: expected .csv, .tsv, .jsonl or .txt (or no "
+                 "extension, for the input's format)"),
+    ("newdir/", "newdir/: names a folder; --output needs a file name"),
+    ("/dev/null", "/dev/null: is not a regular file (a device or a pipe); give the name of a file to write"),
+], ids=["unknown-extension", "trailing-slash", "device"])
+def test_cli_an_output_the_job_would_write_wrongly_is_refused_before_the_model_loads(tmp_path, output, words):
+    log = tmp_path / "alerts.csv"
+    log.write_text("source\npump low\n", encoding="utf-8")
+    result = run_cli("translate", "--model", str(tmp_path / "none.pt"), "--input", str(log), "--output",
+                     output if output.startswith("/") else f"{tmp_path}/{output}")
+    assert result.status == 2
+    assert result.error_lines == [f"seq2seq: error: {'' if output.startswith('/') else f'{tmp_path}/'}{words}"]
+    assert sorted(tmp_path.iterdir()) == [log]
+
+
 def test_cli_file_options_without_input_are_an_error(tmp_path_factory):
     model = trained(tmp_path_factory.getbasetemp()).best
     result = run_cli("translate", "--model", str(model), "--output", "x.csv")

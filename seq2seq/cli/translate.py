@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import json
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
@@ -35,6 +36,7 @@ from seq2seq.serving.layout import n_best_line
 from seq2seq.serving.sharding import translate_shared
 from seq2seq.serving.views import translation_json
 from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
+from seq2seq.writing import check_replaceable
 
 MAX_SIMILAR = 100  # past cases per alert: a page of them, not the whole memory
 MAX_BATCH_SIZE = 100_000  # sentences read and decoded together: a chunk of stdin is held in memory
@@ -166,6 +168,24 @@ class RowProgress:
             self.bar.close()
 
 
+def check_written_files(output: str, attention_out: str | None) -> None:
+    """DataError, before the model loads, for an output the job would write wrongly: a name ending in a slash (Path
+    drops it: a file "newdir" would be written), an extension no format has (".json", ".xlsx" would get the input's
+    format under that name), or something not a regular file (/dev/null, a FIFO: no job can be resumed there)."""
+    for flag, value in (("--output", output), ("--attention-out", attention_out)):
+        if value is None:
+            continue
+        path = Path(value)
+        if value.endswith(("/", os.sep)):
+            raise DataError(f"{value}: names a folder; {flag} needs a file name")
+        if not path.is_dir():  # a folder is named as one later
+            check_replaceable(path)
+    suffix = Path(output).suffix
+    if suffix and format_of(Path(output), False) is None:
+        raise DataError(f"{output}: unknown file type {suffix!r} for --output: expected .csv, .tsv, .jsonl or .txt "
+                        "(or no extension, for the input's format)")
+
+
 def run_translate_file(args: argparse.Namespace) -> int:
     if args.output is None:
         raise ConfigError("--input needs --output (the file to write)")
@@ -175,6 +195,7 @@ def run_translate_file(args: argparse.Namespace) -> int:
         format_of(Path(args.input), args.format is None)
     except UnknownFormat as err:
         raise DataError(f"{err} (or pass --format {'|'.join(FORMATS)})") from None
+    check_written_files(args.output, args.attention_out)
     chunk_rows = HEATMAP_CHUNK_ROWS if args.heatmaps else 1024
     workers = decode_workers(args)
     # Under torchrun "cuda" is each process's own GPU (cuda:LOCAL_RANK, the current device).
