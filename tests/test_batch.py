@@ -294,6 +294,19 @@ def test_interrupted_job_resumed_gives_exactly_the_bytes_of_an_uninterrupted_run
     assert (summary.skipped_resume, summary.rows) == (4, len(LOG_ALERTS) - 4)
 
 
+def test_a_job_resumed_mid_chunk_starts_again_at_that_chunk_and_writes_what_a_job_never_stopped_writes(
+        recommender, tmp_path):
+    source = csv_input(tmp_path)
+    whole, part = tmp_path / "whole.csv", tmp_path / "part.csv"
+    translate_file(recommender, source, whole, chunk_rows=4)  # 4 rows batched together, as a 1,024-row chunk is
+    lines = whole.read_bytes().splitlines(keepends=True)
+    part.write_bytes(b"".join(lines[:7]))  # the header and 6 rows (none spans two lines): half the second chunk
+    record_path(part).write_bytes(record_path(whole).read_bytes())
+    summary = translate_file(recommender, source, part, chunk_rows=4, resume=True)
+    assert part.read_bytes() == whole.read_bytes()
+    assert (summary.skipped_resume, summary.rows) == (4, len(LOG_ALERTS) - 4)
+
+
 def test_a_resume_in_one_process_deletes_the_parts_a_killed_split_job_left_once_it_has_finished(recommender,
                                                                                                  tmp_path):
     source, output, attention = csv_input(tmp_path), tmp_path / "out.csv", tmp_path / "att.jsonl"

@@ -232,6 +232,26 @@ def test_a_full_disk_mid_job_is_one_line_and_resume_then_finishes_the_output_as_
     assert output.read_bytes() == (tmp_path / "whole.tsv").read_bytes()
 
 
+def test_a_full_disk_part_way_through_a_row_leaves_no_half_row_behind(model, log, tmp_path, monkeypatch):
+    assert translate(model, "--input", str(log), "--output", str(tmp_path / "whole.tsv")).status == 0
+    whole, output = (tmp_path / "whole.tsv").read_bytes(), tmp_path / "out.tsv"
+    real_write = os.write
+
+    def short(descriptor, data):  # the header fits; the rows get half way, as a disk filling up leaves them
+        if bytes(data) not in whole or whole.startswith(bytes(data)):
+            return real_write(descriptor, data)
+        real_write(descriptor, bytes(data[:len(data) // 2]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(sinks.os, "write", short)
+    result = translate(model, "--input", str(log), "--output", str(output))
+    monkeypatch.undo()
+    assert_one_line_error(result, "No space left on device")
+    assert output.read_bytes() == whole[:whole.index(b"\n") + 1]  # the header, and no part of a row
+    assert translate(model, "--input", str(log), "--output", str(output), "--resume").status == 0
+    assert output.read_bytes() == whole
+
+
 def test_a_job_stopped_part_way_tells_a_program_what_is_kept_and_whether_it_can_resume(model, tmp_path):
     source = tmp_path / "in.csv"
     source.write_text("id,source\n1,pump vibration high\n2,belt worn\nx\n", encoding="utf-8")

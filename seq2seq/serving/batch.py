@@ -187,7 +187,7 @@ class FileJob:
                 self.claim(resume)
             try:
                 with Sinks(output_path, layout, self.attention_out, self.heatmaps, resume, part is not None,
-                           header) as sinks:
+                           header, self.chunk_rows) as sinks:
                     skipped = sum(1 for _ in itertools.islice(rows, sinks.done))
                     if skipped < sinks.done:
                         raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only "

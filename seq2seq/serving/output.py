@@ -35,20 +35,24 @@ class Sinks:
     """
 
     def __init__(self, output: Path, layout: Layout, attention: str | Path | None, heatmaps: str | Path | None,
-                 resume: bool, checked: bool = False, with_header: bool = True) -> None:
+                 resume: bool, checked: bool = False, with_header: bool = True, chunk_rows: int = 1) -> None:
         self.layout = layout
         self.heatmaps = Path(heatmaps) if heatmaps is not None else None
         attention_path = Path(attention) if attention is not None else None
         if not resume and not checked:
             check_new_outputs(output, attention_path, self.heatmaps)
         header = layout.header_text() if with_header else ""
-        self.done, end = _complete_rows(output, layout.fmt == "csv", header)
+        done, _ = _complete_rows(output, layout.fmt == "csv", header)
         if attention_path is not None:
-            self.done, attention_end = _complete_rows(attention_path, False, "", self.done)
-            self.done, end = _complete_rows(output, layout.fmt == "csv", header, self.done)
+            done, _ = _complete_rows(attention_path, False, "", done)
+        # Back to the start of a chunk of ``chunk_rows``: a chunk's alerts are batched together, and a float's last
+        # digit can depend on its batch, so a job resumed mid-chunk would not write what a job never stopped writes.
+        done -= done % chunk_rows
+        self.done, end = _complete_rows(output, layout.fmt == "csv", header, done)
+        self.attention = None
+        if attention_path is not None:
+            _, attention_end = _complete_rows(attention_path, False, "", done)
             self.attention = _append_at(attention_path, attention_end)
-        else:
-            self.attention = None
         self.output = _append_at(output, end)
         if end == 0:
             with _naming(output):
@@ -117,9 +121,20 @@ def _append_at(path: Path, end: int) -> BinaryIO:
 
 
 def _append(file: BinaryIO, text: str) -> None:
-    file.write(text.encode("utf-8", BYTES_KEPT))  # a row's bytes that are not UTF-8 go back as they came
-    file.flush()
-    os.fsync(file.fileno())
+    """``text`` written at the file's end and synced; when a write fails (a full disk), the file is cut back to
+    where it ended, so that it never ends in half a row that a reader would take for a whole one."""
+    data = memoryview(text.encode("utf-8", BYTES_KEPT))  # a row's bytes that are not UTF-8 go back as they came
+    descriptor = file.fileno()  # written past the file object, whose buffer would keep the refused bytes
+    start = os.lseek(descriptor, 0, os.SEEK_CUR)
+    try:
+        while data:
+            data = data[os.write(descriptor, data):]
+        os.fsync(descriptor)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(descriptor, start)
+            os.lseek(descriptor, start, os.SEEK_SET)
+        raise
 
 
 def _complete_rows(path: Path, quoted: bool, header: str, limit: int | None = None) -> tuple[int, int]:
