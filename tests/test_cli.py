@@ -502,3 +502,15 @@ def test_counts_in_messages_are_singular_for_one():
     from seq2seq.errors import counted
 
     assert [counted(n, "engine") for n in (0, 1, 2, 1200)] == ["0 engines", "1 engine", "2 engines", "1,200 engines"]
+
+
+@pytest.mark.parametrize(("given", "missing", "what"), [("--train", "--dev", "held-out pairs that choose best.pt"),
+                                                        ("--dev", "--train", "pairs to train on")])
+def test_a_training_file_without_its_dev_file_or_the_other_way_round_is_refused_before_anything_is_written(
+        tmp_path, given, missing, what):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("source\ttarget\nfan speed low\tcheck fan\n", encoding="utf-8")
+    result = run_cli("train", given, str(pairs), "--output-dir", str(tmp_path / "run"), "--epochs", "1")
+    assert_one_line_error(result, f"{given} needs {missing}: the {what}")
+    assert "(without both, the embedded corpus is used for both)" in result.error_lines[0]
+    assert not (tmp_path / "run").exists()

@@ -146,6 +146,11 @@ def run_train(args: argparse.Namespace) -> int:
         raise ConfigError("--no-replay needs --init-from (a fresh run has nothing to replay)")
     if start is not None and not args.train:  # else it would fine-tune on the embedded corpus without a word
         raise ConfigError("--init-from needs --train: the corrections to learn (seq2seq feedback export writes them)")
+    if bool(args.train) != bool(args.dev):  # one of the user's files beside one of the embedded corpus's, unsaid:
+        # the run would choose its best.pt, and fit trust and the scope threshold, on pairs unlike its training
+        given, missing, what = (("--train", "--dev", "held-out pairs that choose best.pt and fit trust") if args.train
+                                else ("--dev", "--train", "pairs to train on"))
+        raise ConfigError(f"{given} needs {missing}: the {what} (without both, the embedded corpus is used for both)")
     if start is not None and train_config.members > 1:
         raise ConfigError(f"train.members is {train_config.members} with --init-from: fine-tuning makes one model "
                           "(members 1)")
