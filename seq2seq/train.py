@@ -43,6 +43,7 @@ from seq2seq.report import TrainingReport
 from seq2seq.selection import Selection
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.trust import memory_state
+from seq2seq.writing import signals_held
 
 SAMPLING_SEED_STRIDE = 100_003  # epoch e of seed s samples its pieces from s x this + e
 RANK_SEED_STRIDE = 1000  # under torchrun, process r draws dropout and teacher forcing from seed + r x this
@@ -171,16 +172,24 @@ class Trainer:
         """Train on this epoch's remaining batches; returns a reason to stop early, or ""."""
         loader = DataLoader(self.train_set, batch_sampler=batches[self.state["batches_done"]:], collate_fn=collate,
                             pin_memory=self.device.type == "cuda")
-        bar = self.report.epoch_bar(loader, self.state["epoch"] + 1, self.config.epochs, self.state["batches_done"],
+        random_state = torch.get_rng_state()
+        remaining = iter(loader)  # draws the loader's base seed from torch's generator, as each epoch's start does
+        if self.state["batches_done"]:  # a resumed epoch: its seed was drawn when it began, before last.pt's state,
+            torch.set_rng_state(random_state)  # and one more draw would give every later dropout mask another value
+        bar = self.report.epoch_bar(remaining, self.state["epoch"] + 1, self.config.epochs, self.state["batches_done"],
                                     len(batches))
         self.model.train()
         for batch in bar:
-            tick = time.monotonic()
-            loss, nll, n_tokens = self.train_step(batch.to(self.device, non_blocking=True))
-            self.state["train_seconds"] += time.monotonic() - tick
-            self.state["train_tokens"] += n_tokens
-            self.state["batches_done"] += 1
-            self.state["step"] += 1
+            # Ctrl-C or SIGTERM during an update takes effect once it is counted: last.pt then holds whole steps and
+            # the random state the next step starts from, so --resume trains on as a run never stopped would (an
+            # update cut part-way, its dropout masks drawn, was done again with other masks).
+            with signals_held():
+                tick = time.monotonic()
+                loss, nll, n_tokens = self.train_step(batch.to(self.device, non_blocking=True))
+                self.state["train_seconds"] += time.monotonic() - tick
+                self.state["train_tokens"] += n_tokens
+                self.state["batches_done"] += 1
+                self.state["step"] += 1
             # This process's rate times the processes: an estimate that needs no collective per step.
             self.report.step(bar, loss, nll, self.world.size * self.state["train_tokens"]
                              / max(self.state["train_seconds"], 1e-9))

@@ -38,6 +38,7 @@ from seq2seq.evaluate import score_corpus, selective_scores
 from seq2seq.files import MAX_LINE_BYTES
 from seq2seq.recommender import Candidate, Recommender
 from seq2seq.serving.layout import n_best_line
+from seq2seq.train import Trainer
 from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,6 +202,32 @@ def test_resumed_run_ends_with_exactly_the_weights_of_an_uninterrupted_run(run, 
     for name, tensor in uninterrupted["weights"].items():
         assert torch.equal(tensor, continued["weights"][name]), name
     assert resumed["second"]["steps"] == json.loads(run.result.stdout)["steps"]
+
+
+def test_ctrl_c_in_the_middle_of_an_update_resumes_to_exactly_the_weights_of_a_run_never_stopped(run, tmp_path,
+                                                                                                  monkeypatch):
+    dropout = ("--dropout", "0.3")  # masks drawn in each update: one redone would draw others
+    real_step, calls = Trainer.train_step, []
+
+    def interrupted(self, batch):  # Ctrl-C arrives once the third update is done, before it is counted
+        result = real_step(self, batch)
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return result
+
+    with training_threads():
+        whole = run_cli(*train_args(run.data, tmp_path / "whole", *dropout))
+        monkeypatch.setattr(Trainer, "train_step", interrupted)
+        stopped = run_cli(*train_args(run.data, tmp_path / "stopped", *dropout))
+        monkeypatch.undo()
+        resumed = run_cli(*train_args(run.data, tmp_path / "stopped", *dropout, "--resume"))
+    assert (whole.status, stopped.status, resumed.status) == (0, 130, 0), stopped.stderr + resumed.stderr
+    assert torch.load(tmp_path / "stopped" / "last.pt", weights_only=True)["training_state"]["step"] == json.loads(
+        whole.stdout)["steps"]
+    expected = torch.load(tmp_path / "whole" / "last.pt", weights_only=True)["weights"]
+    continued = torch.load(tmp_path / "stopped" / "last.pt", weights_only=True)["weights"]
+    assert all(torch.equal(tensor, continued[name]) for name, tensor in expected.items())
 
 
 def test_empty_training_rows_are_skipped_with_a_warning_and_training_runs(run, tmp_path):
