@@ -61,7 +61,13 @@ def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
     path = Path(path)
     make_folder(path.parent)
     with replacing(path) as handle:
-        torch.save(payload, handle)
+        try:
+            torch.save(payload, handle)
+        except RuntimeError as err:  # torch's zip writer wraps a failed write's OSError (a full disk) in its own
+            cause = err.__cause__ or err.__context__
+            if isinstance(cause, OSError):
+                raise cause from None
+            raise
 
 
 def check_run_folder(folder: Path, resume: bool, overwrite: bool, lasts: list[Path], holds: list[Path],

@@ -4,6 +4,7 @@ bad file, and atomic writes."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import zipfile
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from seq2seq import writing
 from seq2seq.checkpoint import FORMAT_VERSION, KIND, save_checkpoint
 from seq2seq.config import ModelConfig, SearchConfig, TrainConfig
 from seq2seq.errors import CheckpointError, DataError
@@ -182,6 +184,40 @@ def test_failed_save_keeps_the_existing_file_and_leaves_no_temporary_file(saved,
     monkeypatch.setattr(torch, "save", disk_full)
     with pytest.raises(DataError, match=f"^{path}: cannot write \\(No space left on device\\)$"):  # one line, naming it
         save_checkpoint(path, tiny_model(tokenizer, embed_size=4), tokenizer, TrainConfig())
+    assert path.read_bytes() == before
+    assert os.listdir(path.parent) == [path.name]
+
+
+class Filling:
+    """A file on a disk that fills after ``room`` bytes: its write fails as the OS's does (ENOSPC)."""
+
+    def __init__(self, file, room: int) -> None:
+        self.file, self.room = file, room
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(data)
+        return self.file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
+
+
+def test_a_disk_filling_inside_torch_save_is_one_line_naming_the_file_and_keeps_the_old_one(saved, tokenizer,
+                                                                                            monkeypatch):
+    path, _ = saved
+    before, fdopen = path.read_bytes(), os.fdopen
+    monkeypatch.setattr(writing.os, "fdopen", lambda fd, mode: Filling(fdopen(fd, mode), 2000))
+    with pytest.raises(DataError, match=f"^{path}: cannot write \\(No space left on device\\)$"):  # not torch's
+        save_checkpoint(path, tiny_model(tokenizer, embed_size=4), tokenizer, TrainConfig())  # "unexpected pos"
+    monkeypatch.undo()
     assert path.read_bytes() == before
     assert os.listdir(path.parent) == [path.name]
 
