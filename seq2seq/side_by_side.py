@@ -17,6 +17,7 @@ memory) is a one-line error that says to resume.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -57,6 +58,23 @@ class Member:
     tokenizer: dict  # Tokenizer.state_dict() shared by the members
 
 
+PR_SET_PDEATHSIG = 1  # Linux's prctl option: a signal to this process when its parent dies
+_parent: int | None = None  # in a member's process: the recipe's process, which started it
+
+
+def end_with_parent(parent: int) -> None:
+    """In a spawned process, first: SIGTERM when the recipe's process dies (kill -9, out of memory), which a
+    member takes as Ctrl-C (its last.pt saved) and then ends; else it trained on, unseen, then waited forever for
+    work, and ``--resume`` meanwhile found no member's last.pt and invited ``--overwrite`` under it. Linux only;
+    elsewhere a member ends when it next reports."""
+    global _parent
+    _parent = parent
+    with contextlib.suppress(AttributeError, OSError):  # no libc prctl: not Linux
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the line above: no signal will come
+        os._exit(128 + signal.SIGTERM)
+
+
 def train_member(member: Member, threads: int) -> TrainResult:
     """In a spawned process: one member's run, with its log and progress bars in FOLDER/train.log."""
     torch.set_num_threads(threads)
@@ -69,7 +87,12 @@ def train_member(member: Member, threads: int) -> TrainResult:
         trainer = build_trainer(member.train, member.dev, member.folder, member.model_config, member.config,
                                 member.tokenizer_config, member.resume, member.overwrite, log, cases=member.cases,
                                 tokenizer=Tokenizer.from_state_dict(member.tokenizer))
-        return trainer.fit()
+        try:
+            return trainer.fit()
+        except Terminated:
+            if _parent is not None and os.getppid() != _parent:  # last.pt is saved; no one is left to tell
+                os._exit(128 + signal.SIGTERM)
+            raise
 
 
 def train_side_by_side(start: Callable[[], Member | None], finish: Callable[[Member, TrainResult], None],
@@ -79,7 +102,8 @@ def train_side_by_side(start: Callable[[], Member | None], finish: Callable[[Mem
     run, for the bar. ``start`` is called only when a process is free, so it can give each its budget then."""
     running: dict[Future, Member] = {}
     failure: BaseException | None = None
-    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=end_with_parent,
+                               initargs=(os.getpid(),))
     try:
         with tqdm(total=total, desc="members", unit="member", mininterval=1.0) as bar:
             def say(line: str) -> None:

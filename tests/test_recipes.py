@@ -7,6 +7,10 @@ import asyncio
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -581,3 +585,40 @@ def test_every_attention_type_trains_with_the_maintnet_recipe(attention, extra, 
     assert isinstance(model, Ensemble) and model.config.attention == attention
     if extra:  # without the narrower encoder, one line says what to change, before any training
         assert_one_line_error(run_cli(*command, "--output-dir", str(tmp_path / "bare")), "encoder_hidden")
+
+
+ORPHAN = """
+import multiprocessing, os, signal, time
+from concurrent.futures import ProcessPoolExecutor
+from seq2seq.side_by_side import end_with_parent
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=end_with_parent,
+                               initargs=(os.getpid(),))
+    print(pool.submit(os.getpid).result(), flush=True)  # the member process's id
+    pool.submit(time.sleep, 120)  # a member at work
+    os.kill(os.getpid(), signal.SIGKILL)  # the recipe's process killed from outside
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] != "Z"  # a zombie is gone
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="parent-death signals are Linux's")
+def test_a_member_process_ends_when_the_recipe_process_is_killed_rather_than_train_on_unseen(tmp_path):
+    script = tmp_path / "recipe.py"
+    script.write_text(ORPHAN, encoding="utf-8")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    member = int(result.stdout)
+    deadline = time.monotonic() + 30
+    while alive(member) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive(member):
+        os.kill(member, signal.SIGKILL)
+    assert time.monotonic() < deadline, "the member trained on after the recipe's process died"
