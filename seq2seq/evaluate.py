@@ -10,7 +10,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import ParallelCorpus
-from seq2seq.errors import counted
+from seq2seq.errors import DataError, counted
 from seq2seq.memory import CaseMemory
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.tokenizer import normalize
@@ -104,6 +104,9 @@ def fit_trust_on(recommender: Recommender, memory: CaseMemory, dev: ParallelCorp
     examples = [e for e in dev.examples if e.source.strip()]
     answers = judged.recommend([e.source for e in examples], SearchConfig(), batch_size=128)
     kept = [(r, e) for r, e in zip(answers, examples, strict=True) if r.candidates]
+    if not kept:  # every alert empty once read: in a script, or of characters, that no training alert held
+        raise DataError(f"{dev.path}: no dev alert has a piece the model's vocabulary knows, so there is no answer "
+                        "to fit trust on; the dev pairs must be like the training pairs")
     _, signals = judged.signals([r for r, _ in kept])
     return fit_trust(signals, sentence_chrf([r.text for r, _ in kept], [e.target for _, e in kept]), flag_rate,
                      known_words=memory.known_words([r.alert for r, _ in kept]))

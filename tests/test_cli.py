@@ -541,3 +541,12 @@ def test_a_training_file_without_its_dev_file_or_the_other_way_round_is_refused_
     assert_one_line_error(result, f"{given} needs {missing}: the {what}")
     assert "(without both, the embedded corpus is used for both)" in result.error_lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_a_dev_split_the_vocabulary_cannot_read_a_word_of_is_one_line_not_a_traceback(run, tmp_path):
+    dev = tmp_path / "dev.tsv"
+    dev.write_text(tsv([("温度 高い", "確認"), ("ضغط منخفض", "فحص")]), encoding="utf-8")
+    result = run_cli(*tiny_train_command(tmp_path, run, run.data.train, "--dev", str(dev)))
+    assert result.status == 2 and "Traceback" not in result.stderr
+    assert result.error_lines[-1].startswith(f"seq2seq: error: {dev}: no dev alert has a piece the model's vocabulary "
+                                             "knows, so there is no answer to fit trust on")
