@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from support import assert_one_line_error, run_cli, trained
 
+from seq2seq import cli
 from seq2seq.recommender import Recommender
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,3 +149,16 @@ def test_the_program_ignores_ctrl_c_once_its_work_is_done_rather_than_print_torc
              "print(status, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)")
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                           cwd=ROOT).stdout == "0 True\n"
+
+
+@pytest.mark.parametrize("fault", [RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                                                "68719476736 bytes. Error code 12 (Cannot allocate memory)"),
+                                   MemoryError()], ids=["torch", "python"])
+def test_sizes_that_do_not_fit_in_memory_are_one_line_naming_what_to_make_smaller(tmp_path, monkeypatch, fault):
+    def allocating(args):
+        raise fault
+
+    monkeypatch.setattr(cli, "run_train", allocating)
+    result = run_cli("train", "--output-dir", str(tmp_path / "run"))
+    assert_one_line_error(result, "out of memory", "try smaller model sizes (model.embed_size, encoder_hidden, "
+                                  "decoder_hidden) or batches (train.batch_tokens, --batch-size)")

@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 SIGPIPE_STATUS = 128 + 13  # what a shell reports for a command ended by SIGPIPE
+# How torch says an allocation failed (its RuntimeError, or torch.OutOfMemoryError, a subclass): on the CPU, then CUDA.
+OUT_OF_MEMORY = ("can't allocate memory", "CUDA out of memory", "out of memory")
 
 
 def command() -> int:
@@ -93,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         return SIGPIPE_STATUS
     except OSError as err:
         return _error(_os_problem(err))
+    except (MemoryError, RuntimeError) as err:
+        if not isinstance(err, MemoryError) and not any(words in str(err) for words in OUT_OF_MEMORY):
+            raise
+        return _error(f"out of memory{f' ({shown(str(err).splitlines()[0])})' if str(err) else ''}; try smaller "
+                      "model sizes (model.embed_size, encoder_hidden, decoder_hidden) or batches (train.batch_tokens, "
+                      "--batch-size)")
     except KeyboardInterrupt as stop:
         training = "train" in (args.command, getattr(args, "rul_command", None))
         split = int(os.environ.get("WORLD_SIZE", "1")) > 1  # torchrun: a split file job resumes in one process
