@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seq2seq.errors import DataError, listed
-from seq2seq.files import choose_column, csv_records, field_count_error, read_lines, tsv_records
+from seq2seq.files import (
+    REPEATED_HEADER,
+    choose_column,
+    csv_records,
+    field_count_error,
+    read_lines,
+    repeats_header,
+    tsv_records,
+)
 from seq2seq.jsonl import json_records, string_value
 from seq2seq.tokenizer import normalize
 
@@ -90,9 +98,12 @@ def read_parallel(
     return _collect(path, records)
 
 
-def _collect(path: Path, records: Iterator[tuple[int, str, str]]) -> ParallelCorpus:
+def _collect(path: Path, records: Iterator[tuple[int, str | None, str]]) -> ParallelCorpus:
     examples, skipped = [], []
     for line, source, target in records:
+        if source is None:  # a record that is no pair; ``target`` says why
+            skipped.append((line, target))
+            continue
         empty = [side for side, text in (("source", source), ("target", target)) if not normalize(text)]
         if empty:
             skipped.append((line, f"empty {' and '.join(empty)}"))
@@ -105,7 +116,7 @@ def _collect(path: Path, records: Iterator[tuple[int, str, str]]) -> ParallelCor
 
 
 def _read_table(path: Path, tsv: bool, source_column: str | None, target_column: str | None
-                ) -> Iterator[tuple[int, str, str]]:
+                ) -> Iterator[tuple[int, str | None, str]]:
     lines = read_lines(path)
     records = tsv_records(path, lines) if tsv else csv_records(path, (line + "\n" for line in lines))
     first = next(records, None)
@@ -118,6 +129,9 @@ def _read_table(path: Path, tsv: bool, source_column: str | None, target_column:
     for start, _, row in records:
         if len(row) != len(header):
             raise field_count_error(path, start, len(header), len(row), tsv)
+        if repeats_header(row, header):
+            yield start, None, REPEATED_HEADER  # skipped, and said so
+            continue
         yield start, row[source], row[target]
 
 

@@ -248,6 +248,17 @@ def check_distinct_names(found: list[str], where: str, what: str) -> None:
         seen[name.strip()] = index
 
 
+REPEATED_HEADER = "repeats the header row (two files joined into one?)"
+
+
+def repeats_header(fields: list[str], header: list[str]) -> bool:
+    """Whether a record below the header is the header again, as ``cat a.csv b.csv`` leaves one (spaces and the
+    second file's byte-order mark aside): a row to flag, not an alert to answer or a pair to train on."""
+    def names(found: list[str]) -> list[str]:
+        return [name.strip().lstrip("\ufeff").strip() for name in found]
+    return len(fields) == len(header) and names(fields) == names(header)
+
+
 def split_tsv(line: str) -> list[str]:
     """The fields of one TSV line (its line ending removed)."""
     return line.removesuffix("\n").removesuffix("\r").split("\t")

@@ -454,6 +454,16 @@ def test_the_summary_counts_the_guesses_out_of_scope_apart_and_their_trust_is_ze
     assert summary.summary().startswith("2 rows: 2 translated (1 out of scope: guesses, not advice; ")
 
 
+def test_a_header_repeated_where_two_logs_were_joined_is_a_row_with_an_error_not_an_alert(recommender, tmp_path):
+    log = tmp_path / "joined.csv"
+    log.write_bytes("\ufeffid,source\n1,pump vibration high\n\ufeffid,source\n2,belt worn\n".encode())
+    summary = translate_file(recommender, log, tmp_path / "out.csv")
+    rows = read_csv(tmp_path / "out.csv")
+    assert [row["id"] for row in rows] == ["1", "\ufeffid", "2"]
+    assert (rows[1]["recommendation"], rows[1]["error"]) == ("", "repeats the header row (two files joined into one?)")
+    assert rows[0]["recommendation"] and rows[2]["recommendation"] and (summary.translated, summary.errors) == (2, 1)
+
+
 def test_the_summary_of_one_row_says_row():
     assert BatchSummary(1, 1, 0, 0, 2.0).summary() == "1 row: 1 translated, 0 with errors; 2.0 s (0 rows/s)"
 

@@ -108,6 +108,16 @@ def test_empty_pairs_are_skipped_counted_and_reported(tmp_tsv):
     assert "skipped 2 of 4 pairs" in corpus.summary() and "lines 3, 4" in corpus.summary()
 
 
+@pytest.mark.parametrize("name", ["joined.csv", "joined.tsv"])
+def test_a_header_repeated_where_two_files_were_joined_is_skipped_and_said_not_trained_on(write_file, name):
+    sep = "," if name.endswith(".csv") else "\t"
+    text = f"\ufeffsource{sep}target\npump hot{sep}cool pump\n\ufeffsource{sep}target\nfan hot{sep}check fan\n"
+    corpus = read_parallel(write_file(name, text))
+    assert pairs_of(corpus) == [("pump hot", "cool pump"), ("fan hot", "check fan")]
+    assert corpus.skipped == [(3, "repeats the header row (two files joined into one?)")]
+    assert "skipped 1 of 3 pairs" in corpus.summary()
+
+
 # reading: every bad input is a one-line DataError naming the file and the line
 
 

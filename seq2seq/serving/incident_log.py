@@ -23,6 +23,7 @@ from seq2seq.errors import ConfigError, DataError, shown
 from seq2seq.files import (
     BYTES_KEPT,
     KEPT_BYTES,
+    REPEATED_HEADER,
     SNIFF_BYTES,
     LongLine,
     bounded_lines,
@@ -33,6 +34,7 @@ from seq2seq.files import (
     field_count_error,
     line_pieces,
     open_binary,
+    repeats_header,
     split_tsv,
     tsv_records,
 )
@@ -157,6 +159,7 @@ def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple
                 fields = [""] * len(header)
             if len(fields) != len(header):
                 raise field_count_error(path, start, len(header), len(fields), fmt == "tsv")
+            error = error or (REPEATED_HEADER if repeats_header(fields, header) else "")
             yield Row(number, start, fields, None if error else fields[index], error)
 
     return header, rows()
