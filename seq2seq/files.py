@@ -264,19 +264,21 @@ def split_tsv(line: str) -> list[str]:
     return line.removesuffix("\n").removesuffix("\r").split("\t")
 
 
-def tsv_records(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, int, list[str]]]:
-    """(line, line, fields) of each non-blank TSV line, in the shape of ``csv_records``. A carriage
-    return inside a line (an old Mac line break, or a field cut in two) is a DataError: no field holds one."""
+def tsv_records(path: Path, lines: Iterable[str], blank: bool = False) -> Iterator[tuple[int, int, list[str]]]:
+    """(line, line, fields) of each non-blank TSV line (``blank``: each line, a blank one as its one field), in
+    the shape of ``csv_records``. A carriage return inside a line (an old Mac line break, or a field cut in two)
+    is a DataError: no field holds one."""
     for number, line in enumerate(lines, 1):
         fields = split_tsv(line)
         if any("\r" in field for field in fields):
             raise DataError(f"{path}: line {number}: malformed tab-separated record ({LONE_CR})")
-        if len(fields) > 1 or fields[0].strip():
+        if len(fields) > 1 or fields[0].strip() or blank:
             yield number, number, fields
 
 
-def csv_records(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, int, list[str]]]:
-    """(first line, last line, fields) of each non-blank CSV record; ``lines`` keep their line endings.
+def csv_records(path: Path, lines: Iterable[str], blank: bool = False) -> Iterator[tuple[int, int, list[str]]]:
+    """(first line, last line, fields) of each non-blank CSV record (``blank``: each record, a blank one as its one
+    field, "" for an empty line); ``lines`` keep their line endings.
 
     A malformed record is a one-line DataError naming its first physical line.
     """
@@ -291,8 +293,8 @@ def csv_records(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, int, li
         if fields is None:
             return
         end = reader.line_num
-        if fields and (len(fields) > 1 or fields[0].strip()):
-            yield start, end, fields
+        if (fields and (len(fields) > 1 or fields[0].strip())) or blank:
+            yield start, end, fields or [""]
 
 
 def _csv_fault(err: csv.Error) -> str:

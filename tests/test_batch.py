@@ -265,7 +265,8 @@ def test_rows_are_translated_while_a_non_seekable_input_is_still_being_written(r
 @pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "txt"])
 def test_progress_total_counts_the_rows_of_a_seekable_input(recommender, tmp_path, fmt):
     source = csv_input(tmp_path) if fmt == "csv" else tmp_path / f"in.{fmt}"  # CSV with a two-line field
-    lines = {"tsv": ["source", *LOG_ALERTS], "jsonl": [json.dumps({"source": a}) for a in LOG_ALERTS],
+    lines = {"tsv": ["id\tsource", *(f"{i}\t{a}" for i, a in enumerate(LOG_ALERTS))],
+             "jsonl": [json.dumps({"source": a}) for a in LOG_ALERTS],
              "txt": LOG_ALERTS}
     if fmt != "csv":  # blank lines are not rows (but in txt, where they are), no final line break
         source.write_text(("\n" if fmt == "txt" else "\n\n").join(lines[fmt]), encoding="utf-8")
@@ -462,6 +463,25 @@ def test_a_header_repeated_where_two_logs_were_joined_is_a_row_with_an_error_not
     assert [row["id"] for row in rows] == ["1", "\ufeffid", "2"]
     assert (rows[1]["recommendation"], rows[1]["error"]) == ("", "repeats the header row (two files joined into one?)")
     assert rows[0]["recommendation"] and rows[2]["recommendation"] and (summary.translated, summary.errors) == (2, 1)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_a_one_column_sheet_s_empty_cells_are_rows_so_each_row_stays_beside_its_own(recommender, tmp_path, fmt):
+    log = tmp_path / f"sheet.{fmt}"
+    log.write_text("source\npump vibration high\n\n   \nbelt worn\n\n\n", encoding="utf-8")  # 2 blank at the end
+    calls = []
+    translate_file(recommender, log, tmp_path / "out.csv", progress=lambda done, total: calls.append(total))
+    rows = read_csv(tmp_path / "out.csv")
+    assert [row["source"] for row in rows] == ["pump vibration high", "", "   ", "belt worn"]
+    assert set(calls) == {4}  # the progress bar's total counts them too
+    assert [row["error"] for row in rows] == ["", "empty alert", "empty alert", ""]
+
+
+def test_a_blank_line_is_no_row_of_a_log_of_several_columns(recommender, tmp_path):
+    log = tmp_path / "log.csv"
+    log.write_text("id,source\n\n1,pump vibration high\n   \n\n2,belt worn\n", encoding="utf-8")
+    translate_file(recommender, log, tmp_path / "out.csv")
+    assert [row["id"] for row in read_csv(tmp_path / "out.csv")] == ["1", "2"]
 
 
 def test_the_summary_of_one_row_says_row():

@@ -163,7 +163,7 @@ def test_a_200_kb_quoted_csv_field_flags_its_row_from_the_cli(model, tmp_path):
     assert [bool(row["error"]) for row in rows] == [False, True, False]
 
 
-@pytest.mark.parametrize("alert", ["🔥🔥🔥", "🔥 💧 ⚠", "жжж 中文", "\u200b\u200b"])
+@pytest.mark.parametrize("alert", ["🔥🔥🔥", "🔥 💧 ⚠", "жжж 中文"])  # zero-width spaces alone: an empty alert
 def test_an_alert_with_no_known_word_gets_a_warning_not_an_answer(recommender, alert):
     result = recommender.recommend([alert, LOG_ALERTS[0]])
     assert result[0].text == "" and "no word of the alert is known" in result[0].warning

@@ -94,13 +94,20 @@ def _placeholder(line: LongLine, fmt: str) -> bytes:
 
 def count_rows(file: BinaryIO, fmt: str) -> int:
     """Rows in the file, cheaply (a CSV record starts on a line begun outside quotes); rewinds the file."""
-    count, quoted = 0, False
+    count, quoted, one_column, blanks = 0, False, None, 0
     for line in bounded_lines(file, lone_cr=fmt == "txt"):
         raw = _placeholder(line, fmt) if isinstance(line, LongLine) else line
         starts_record = not quoted
         if fmt == "csv":
             quoted ^= raw.count(b'"') % 2 == 1
-        count += len(line_pieces(raw)) if fmt == "txt" else starts_record and bool(raw.strip())
+        if fmt == "txt":
+            count += len(line_pieces(raw))
+        elif starts_record and raw.strip():
+            if one_column is None and fmt != "jsonl":  # the header: one column, and a blank line is a row
+                one_column = (b"\t" if fmt == "tsv" else b",") not in raw
+            count, blanks = count + 1 + (blanks if one_column else 0), 0
+        elif starts_record and one_column:
+            blanks += 1  # a row unless only blank lines follow
     file.seek(0)
     return max(0, count - (fmt in ("csv", "tsv")))
 
@@ -144,13 +151,17 @@ def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple
         return ["source"], _txt_rows(lines, bad)
     if fmt == "jsonl":
         return _read_jsonl(file, path, lines, bad, column)
-    records = csv_records(path, lines) if fmt == "csv" else tsv_records(path, lines)
-    first = next(records, None)
+    records = (csv_records if fmt == "csv" else tsv_records)(path, lines, blank=True)
+    first = next((record for record in records if not _blank(record)), None)
     if first is None:
         raise DataError(f"{path}: empty file (expected a header row naming the columns)")
     header = first[2]
     _check_header(path, bad, first[0], first[1])
     index = header.index(choose_column(header, column, ALERT_COLUMNS, str(path), "column"))
+    if len(header) > 1:  # a blank line is no record of several columns (a spreadsheet writes ",")
+        records = (record for record in records if not _blank(record))
+    else:  # but it is a one-column sheet's empty cell: kept as a row, so each row stays beside its own
+        records = _blank_rows_before_the_last(records)
 
     def rows() -> Iterator[Row]:
         for number, (start, end, fields) in enumerate(records, 1):
@@ -163,6 +174,24 @@ def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple
             yield Row(number, start, fields, None if error else fields[index], error)
 
     return header, rows()
+
+
+def _blank(record: tuple[int, int, list[str]]) -> bool:
+    """Whether a record is a blank line (spaces at most)."""
+    return len(record[2]) == 1 and not record[2][0].strip()
+
+
+def _blank_rows_before_the_last(records: Iterator[tuple[int, int, list[str]]]
+                                ) -> Iterator[tuple[int, int, list[str]]]:
+    """``records`` less the blank ones after the last that is not: the empty lines that end a file."""
+    held: list[tuple[int, int, list[str]]] = []
+    for record in records:
+        if _blank(record):
+            held.append(record)
+            continue
+        yield from held
+        held.clear()
+        yield record
 
 
 def _check_header(path: Path, bad: dict[int, str], start: int, end: int) -> None:
