@@ -85,10 +85,12 @@ def tiny_train_command(tmp_path: Path, run: TinyRun, train: Path, *options: str)
 def test_the_seq2seq_program_runs_main_with_what_it_imported_frozen(monkeypatch):
     frozen = []
     monkeypatch.setattr(cli, "main", lambda: frozen.append(gc.get_freeze_count()) or 0)
+    interrupt = signal.getsignal(signal.SIGINT)
     try:
         assert cli.command() == 0
     finally:
         gc.unfreeze()  # this test process goes on
+        signal.signal(signal.SIGINT, interrupt)  # which the program, its work done, ignores
     assert frozen[0] > 10_000  # torch alone holds more objects
     assert 'seq2seq = "seq2seq.cli:command"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")  # the script
     main_module = (Path(cli.__file__).parents[1] / "__main__.py").read_text(encoding="utf-8")
