@@ -210,15 +210,18 @@ def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...
     references with themselves). A target is never the column left over: in a file of ids and alerts that would be
     the ids, learned or scored against without a word."""
     check_distinct_names(found, where, what)
-    names = (wanted,) if wanted is not None else defaults
+    names = (wanted.strip(),) if wanted is not None else defaults  # spaces around a name, as around a header's
     for same in (str.__eq__, lambda a, b: a.casefold() == b.casefold()):
         for name in names:
-            for candidate in found:
-                if same(candidate.strip(), name):
-                    if candidate in taken:
-                        raise DataError(f"{where}: {what} {shown(candidate.strip())!r} is the source {what} "
-                                        f"already; the source and the target must be two {what}s")
-                    return candidate
+            matches = [candidate for candidate in found if same(candidate.strip(), name)]
+            if len(matches) > 1:  # "Source" and "source" for SOURCE: which was meant cannot be told
+                raise DataError(f"{where}: {what}s {listed([m.strip() for m in matches])} all read as {name!r} "
+                                f"when case is ignored; give the {what}'s name exactly")
+            for candidate in matches:
+                if candidate in taken:
+                    raise DataError(f"{where}: {what} {shown(candidate.strip())!r} is the source {what} "
+                                    f"already; the source and the target must be two {what}s")
+                return candidate
     free = [name for name in found if name not in taken]
     if wanted is None and len(free) == 1 and not taken:
         _check_separator(found, where, what)

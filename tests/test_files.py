@@ -19,6 +19,7 @@ from seq2seq.files import (
     MAX_LINE_BYTES,
     LongLine,
     bounded_lines,
+    choose_column,
     escaped,
     line_pieces,
     read_lines,
@@ -114,3 +115,14 @@ def test_a_json_line_not_utf8_that_also_escapes_half_a_character_is_refused_as_a
     with pytest.raises(DataError) as caught:
         json_record(f'{{"source": "caf\udce9 {escape}"}}\n', "x.jsonl: line 2")
     assert str(caught.value).startswith(f"x.jsonl: line 2: the escape '{escape}' is half of a character")
+
+
+def test_a_column_named_with_spaces_around_it_is_found_as_a_header_s_name_is():
+    assert choose_column(["id", "source"], " source ", ("source",), "log.csv", "column") == "source"
+
+
+def test_a_column_two_headers_match_when_case_is_ignored_is_refused_not_the_first_taken():
+    with pytest.raises(DataError, match=r"^log.csv: columns Source, source all read as 'SOURCE' when case is "
+                                        r"ignored; give the column's name exactly$"):
+        choose_column(["Source", "source", "id"], "SOURCE", ("source",), "log.csv", "column")
+    assert choose_column(["Source", "source"], "source", ("source",), "log.csv", "column") == "source"  # exact
