@@ -17,7 +17,7 @@ import torch
 
 from seq2seq.checkpoint import load_model, members_weights
 from seq2seq.corpus import ParallelCorpus
-from seq2seq.ensemble import Ensemble, average_weights, weights_cosine
+from seq2seq.ensemble import Ensemble, average_weights, decoding_config, weights_cosine
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import fit_trust_on
 from seq2seq.model import Seq2Seq, build_model
@@ -51,9 +51,8 @@ def combine_checkpoints(paths: list[str | Path], how: Literal["average", "ensemb
         if other["tokenizer"] != payload["tokenizer"]:
             raise ConfigError(f"{path}: its tokenizer differs from {first_path}'s; combined checkpoints must share one "
                               "(train them on one --train file with one tokenizer configuration)")
-        if model.config != first_model.config:
-            field = next(f.name for f in dataclasses.fields(model.config)
-                         if getattr(model.config, f.name) != getattr(first_model.config, f.name))
+        if (mine := decoding_config(model.config)) != (theirs := decoding_config(first_model.config)):
+            field = next(f.name for f in dataclasses.fields(mine) if getattr(mine, f.name) != getattr(theirs, f.name))
             raise ConfigError(f"{path}: its model configuration differs from {first_path}'s ({field} "
                               f"{getattr(model.config, field)!r}, not {getattr(first_model.config, field)!r})")
         for member in list(model.members) if isinstance(model, Ensemble) else [model]:

@@ -79,6 +79,8 @@ def read_parallel(
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: file not found")
+    if path.is_dir():  # else named by its missing extension: "unknown format"
+        raise DataError(f"{path}: is a directory, not a file")
     suffix = path.suffix.lower()
     if target_path is not None and suffix in (".tsv", ".csv", ".jsonl"):  # else each row is read as one source
         raise DataError(f"{path}: a {suffix} file holds its own targets (in a column or key); "

@@ -18,6 +18,7 @@ and decoder state are ``Stacked`` members' ones, selected and cropped together.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from seq2seq.config import ModelConfig
 from seq2seq.errors import ConfigError
 
 
@@ -45,6 +47,12 @@ class Stacked:
         return Stacked(tuple(part.head(n) for part in self.parts))
 
 
+def decoding_config(config: ModelConfig) -> ModelConfig:
+    """``config`` as far as decoding sees it: dropout acts in training only, so members trained with other rates
+    are one network when they decode (and an ensemble stores one configuration for all)."""
+    return dataclasses.replace(config, dropout=0.0)
+
+
 class Ensemble(nn.Module):
     """Members with one configuration decoded as one model (see module)."""
 
@@ -52,7 +60,7 @@ class Ensemble(nn.Module):
         super().__init__()
         if len(members) < 1:
             raise ConfigError("an ensemble needs at least one member")
-        if any(member.config != members[0].config for member in members):
+        if any(decoding_config(member.config) != decoding_config(members[0].config) for member in members):
             raise ConfigError("ensemble members must share one model configuration")
         self.members = nn.ModuleList(members)
         self.config = members[0].config

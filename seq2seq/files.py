@@ -63,8 +63,8 @@ def make_folder(path: Path) -> None:
     except (FileExistsError, NotADirectoryError):
         blocking = next(p for p in (path, *path.parents) if p.exists() and not p.is_dir())
         raise DataError(f"{blocking}: is a file, but {path} needs it to be a folder") from None
-    except OSError as err:
-        raise file_error(path, err) from None
+    except OSError as err:  # read-only, no permission: it cannot be made, which "cannot read" would not say
+        raise DataError(f"{path}: cannot create the folder ({err.strerror or err})") from None
 
 
 def utf8_fault(raw: bytes, err: UnicodeDecodeError) -> str:

@@ -191,3 +191,9 @@ def test_blank_lines_in_aligned_files_are_skipped_pairs_not_misalignment(write_f
 
 
 # masks
+
+
+@pytest.mark.parametrize("name", ["history", "history.tsv"])
+def test_a_folder_given_as_a_training_file_is_named_as_one(tmp_path, name):
+    (tmp_path / name).mkdir()
+    assert one_line_error(read_parallel, tmp_path / name) == f"{tmp_path / name}: is a directory, not a file"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support import assert_one_line_error, file_states, run_cli, trained
+from support import UI_ALERTS, assert_one_line_error, file_states, run_cli, trained
 
 from seq2seq.checkpoint import load_model, read_checkpoint, save_atomic
 from seq2seq.config import SearchConfig
@@ -151,6 +151,16 @@ def test_inputs_of_other_recipes_or_the_output_over_an_input_are_one_line_errors
     assert_one_line_error(run_cli("average", "--inputs", str(runs[0]), str(runs[1]), "--output", str(runs[1])),
                           "--output is also")
     assert file_states(*runs) == states and not (tmp_path / "x.pt").exists()
+
+
+def test_members_trained_with_other_dropout_rates_are_one_ensemble_as_dropout_acts_in_training_only(runs, tmp_path):
+    payload = read_checkpoint(runs[1])
+    other = tmp_path / "dropout.pt"
+    save_atomic({**payload, "model_config": {**payload["model_config"], "dropout": 0.0}}, other)
+    assert payload["model_config"]["dropout"] != 0.0
+    one = Recommender.from_checkpoint(combine("ensemble", tmp_path / "ens.pt", runs[0], other))
+    same = Recommender.from_checkpoint(combine("ensemble", tmp_path / "same.pt", runs[0], runs[1]))
+    assert one.translate(UI_ALERTS) == same.translate(UI_ALERTS)
 
 
 def test_a_weighted_average_is_the_weighted_mean_and_its_shares_must_sum_to_one():

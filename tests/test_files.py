@@ -3,8 +3,11 @@ lines that a reader of lines would split differently from JSON."""
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -22,6 +25,7 @@ from seq2seq.files import (
     choose_column,
     escaped,
     line_pieces,
+    make_folder,
     read_lines,
     split_lines,
 )
@@ -126,3 +130,12 @@ def test_a_column_two_headers_match_when_case_is_ignored_is_refused_not_the_firs
                                         r"ignored; give the column's name exactly$"):
         choose_column(["Source", "source", "id"], "SOURCE", ("source",), "log.csv", "column")
     assert choose_column(["Source", "source"], "source", ("source",), "log.csv", "column") == "source"  # exact
+
+
+def test_a_folder_that_cannot_be_made_is_said_to_be_so_not_unreadable(tmp_path, monkeypatch):
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(DataError, match=r"^.*/ro/sub: cannot create the folder \(Read-only file system\)$"):
+        make_folder(tmp_path / "ro" / "sub")

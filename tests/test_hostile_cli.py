@@ -4,6 +4,7 @@ line with exit status 2 (a closed pipe: a quiet end), never a traceback."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -162,3 +163,15 @@ def test_sizes_that_do_not_fit_in_memory_are_one_line_naming_what_to_make_smalle
     result = run_cli("train", "--output-dir", str(tmp_path / "run"))
     assert_one_line_error(result, "out of memory", "try smaller model sizes (model.embed_size, encoder_hidden, "
                                   "decoder_hidden) or batches (train.batch_tokens, --batch-size)")
+
+
+def test_resume_is_advised_after_a_stop_only_where_there_is_something_to_resume(tmp_path):
+    run = argparse.Namespace(command="train", output_dir=str(tmp_path / "run"))
+    assert not cli._resumable(run, False)  # a recipe stopped while its members were starting
+    (tmp_path / "run" / "member-2").mkdir(parents=True)
+    (tmp_path / "run" / "member-2" / "last.pt").write_bytes(b"")
+    assert cli._resumable(run, False) and not cli._resumable(run, True)  # torchrun training: not resumable split
+    job = argparse.Namespace(command="translate", input="in.csv", output=str(tmp_path / "out.csv"))
+    assert not cli._resumable(job, False)  # stopped while the model loaded: no output yet
+    (tmp_path / "out.csv").write_text("source\n", encoding="utf-8")
+    assert cli._resumable(job, False) and cli._resumable(job, True)

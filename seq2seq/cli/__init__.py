@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 
@@ -102,14 +103,23 @@ def main(argv: list[str] | None = None) -> int:
                       "model sizes (model.embed_size, encoder_hidden, decoder_hidden) or batches (train.batch_tokens, "
                       "--batch-size)")
     except KeyboardInterrupt as stop:
-        training = "train" in (args.command, getattr(args, "rul_command", None))
         split = int(os.environ.get("WORLD_SIZE", "1")) > 1  # torchrun: a split file job resumes in one process
-        resumable = (training and not split) or getattr(args, "input", None) is not None
-        how = "; continue with --resume" + (" in one process" if split else "") if resumable else ""
+        how = "; continue with --resume" + (" in one process" if split else "") if _resumable(args, split) else ""
         print(f"seq2seq: {'terminated' if isinstance(stop, Terminated) else 'interrupted'}{how}", file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(stop, Terminated) else 130
     finally:
         sys.stdout = stdout
+
+
+def _resumable(args: argparse.Namespace, split: bool) -> bool:
+    """Whether ``--resume`` can go on from what a stopped command left: a file job's output, a training run's
+    last.pt (a recipe's: a member's). Stopped before either was written, --resume would answer "nothing to resume"."""
+    if getattr(args, "input", None) is not None:
+        return args.output is not None and Path(args.output).exists()
+    if split or "train" not in (args.command, getattr(args, "rul_command", None)):
+        return False
+    folder = Path(getattr(args, "output_dir", None) or "")
+    return folder != Path() and ((folder / "last.pt").is_file() or any(folder.glob("member-*/last.pt")))
 
 
 class NamedStdout:
