@@ -39,7 +39,11 @@ class TrainingReport:
                   **({"learned": round(learned, 4)} if learned is not None else {})}
         self._append(record)
         new = f", new pairs learned {learned:.0%}" if learned is not None else ""
-        self.log(f"step {state['step']} epoch {state['epoch']}: dev BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}"
+        # Epochs done, as metrics.jsonl keeps them; one stopped part-way (a time limit, validate_every) is named as
+        # the bar named it, "epoch 1/30", rather than "epoch 0"
+        when = (f"epoch {state['epoch']}" if not state.get("batches_done") else
+                f"in epoch {state['epoch'] + 1} (batch {state['batches_done']})")
+        self.log(f"step {state['step']} {when}: dev BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}"
                  f"{new} (best {state['best_bleu']:.2f}) lr {record['lr']:.2e} {rate:.0f} target tok/s")
 
     def blend(self, state: dict[str, Any], share: float, scores: Scores, learned: float, kept: bool) -> None:

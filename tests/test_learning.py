@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -10,10 +11,12 @@ import torch
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.config import ModelConfig, SearchConfig
 from seq2seq.data import collate, source_batch
+from seq2seq.evaluate import Scores
 from seq2seq.fast.folding import fold_embeddings
 from seq2seq.fast.quantize import quantize_int8
 from seq2seq.model import build_model
 from seq2seq.optimizer import token_loss
+from seq2seq.report import TrainingReport
 from seq2seq.search import search
 from seq2seq.tokenizer import EOS_ID
 
@@ -147,3 +150,14 @@ def test_a_copying_model_writes_a_number_that_never_occurred_in_a_training_targe
         results = search(model, *source_batch(tests), SearchConfig(beam_size=1))
         exact[copy] = sum(hyps[0].tokens == [REPLACE, MARK, k] for hyps, k in zip(results, numbers, strict=True))
     assert exact[True] >= 0.9 * len(tests) and exact[False] == 0, exact
+
+
+@pytest.mark.parametrize(("epoch", "batches_done", "said"), [(1, 0, "step 25 epoch 1:"),
+                                                             (0, 25, "step 25 in epoch 1 (batch 25):")])
+def test_a_validation_names_the_epoch_as_its_progress_bar_did_even_part_way_through_one(tmp_path, epoch, batches_done,
+                                                                                       said):
+    lines: list[str] = []
+    state = {"epoch": epoch, "batches_done": batches_done, "step": 25, "best_bleu": 1.0, "train_seconds": 2.0}
+    TrainingReport(tmp_path, lines.append, True).validation(state, Scores(1.0, 2.0, 3.0, {}, 4), "x", 1e-3, 100.0)
+    assert lines[0].startswith(said)
+    assert json.loads((tmp_path / "metrics.jsonl").read_text(encoding="utf-8"))["epoch"] == epoch  # as it was

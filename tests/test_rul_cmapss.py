@@ -106,7 +106,7 @@ def test_column_names_follow_the_layout_and_the_catalog():
         (6, 2, "0", "line 6, column 2 (cycle): not a positive whole number: '0'"),
         (1, 1, "9" * 23, f"line 1, column 1 (unit): '{'9' * 23}' is too large (at most 2147483647)"),
         (2, 2, "3e9", "line 2, column 2 (cycle): '3e9' is too large (at most 2147483647)"),
-        (3, 2, "2", "line 3: unit 1 cycle 2 does not follow cycle 2"),
+        (3, 2, "2", "line 3: unit 1 cycle 2 is given twice (on this line and the one before)"),
         (4, 2, "1", "line 4: unit 1 cycle 1 does not follow cycle 3"),
         (7, 1, "1", "line 7: unit 1 appears again after unit 2 started"),
     ],

@@ -89,7 +89,10 @@ def read_cmapss(path: str | Path) -> list[Engine]:
         unit, cycle = int(row[0]), int(row[1])
         if blocks and blocks[-1][0] == unit:
             previous = int(blocks[-1][1][-1][1])
-            if cycle <= previous:
+            if cycle == previous:
+                raise DataError(f"{path}: line {number}: unit {unit} cycle {cycle} is given twice (on this line and "
+                                "the one before)")
+            if cycle < previous:
                 raise DataError(f"{path}: line {number}: unit {unit} cycle {cycle} does not follow cycle {previous}")
             blocks[-1][1].append(row)
             continue
