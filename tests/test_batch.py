@@ -484,6 +484,23 @@ def test_a_blank_line_is_no_row_of_a_log_of_several_columns(recommender, tmp_pat
     assert [row["id"] for row in read_csv(tmp_path / "out.csv")] == ["1", "2"]
 
 
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_bytes_not_utf8_in_another_column_flag_the_row_but_leave_its_alert_answered(recommender, tmp_path, fmt):
+    sep = "," if fmt == "csv" else "\t"
+    log = tmp_path / f"log.{fmt}"
+    log.write_bytes(sep.join(["id", "source", "note"]).encode() + b"\n" + sep.join(["1", "pump vibration high",
+                                                                                  "Jos\xe9"]).encode("latin-1")
+                    + b"\n" + sep.join(["2", "belt w\xe9rn", "ok"]).encode("latin-1") + b"\n")
+    summary = translate_file(recommender, log, tmp_path / f"out.{fmt}")
+    written = (tmp_path / f"out.{fmt}").read_bytes()
+    assert b"Jos\xe9" in written and b"belt w\xe9rn" in written  # every byte back as it came
+    first, second = list(csv.reader(written.decode("latin-1").splitlines()[1:], delimiter=sep))
+    assert first[3] == recommender.recommend(["pump vibration high"])[0].text
+    assert first[-1].startswith("column 'note': not valid UTF-8 (byte 0xe9 at column ")
+    assert second[3] == "" and second[-1].startswith("not valid UTF-8")  # the alert's own bytes: unread
+    assert (summary.translated, summary.errors, summary.warned) == (1, 2, 1)
+
+
 def test_the_summary_of_one_row_says_row():
     assert BatchSummary(1, 1, 0, 0, 2.0).summary() == "1 row: 1 translated, 0 with errors; 2.0 s (0 rows/s)"
 

@@ -170,6 +170,13 @@ def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple
                 fields = [""] * len(header)
             if len(fields) != len(header):
                 raise field_count_error(path, start, len(header), len(fields), fmt == "tsv")
+            if error and not error.startswith(LongLine.FAULT) and not KEPT_BYTES.search(fields[index]):
+                # Bytes that are not UTF-8 in another column (a name in a cp1252 export): the alert is read, and the
+                # row is flagged with a warning naming the column, its bytes written back as they came
+                named = next(name for name, field in zip(header, fields, strict=True) if KEPT_BYTES.search(field))
+                yield Row(number, start, fields, fields[index], f"column {shown(named.strip())!r}: {error}, kept as "
+                          "it came; the alert is read all the same")
+                continue
             error = error or (REPEATED_HEADER if repeats_header(fields, header) else "")
             yield Row(number, start, fields, None if error else fields[index], error)
 
