@@ -175,3 +175,11 @@ def test_resume_is_advised_after_a_stop_only_where_there_is_something_to_resume(
     assert not cli._resumable(job, False)  # stopped while the model loaded: no output yet
     (tmp_path / "out.csv").write_text("source\n", encoding="utf-8")
     assert cli._resumable(job, False) and cli._resumable(job, True)
+
+
+def test_a_file_name_holding_an_escape_or_a_line_break_is_shown_escaped_in_one_line(tmp_path):
+    name = tmp_path / "log\x1b[31m\nnext.log"  # a type no reader knows: refused before any model loads
+    name.write_text("pump low\n", encoding="utf-8")
+    result = run_cli("translate", "--model", str(tmp_path / "none.pt"), "--input", str(name), "--output",
+                     str(tmp_path / "out.csv"))
+    assert_one_line_error(result, "log\\x1b[31m\\nnext.log: unknown file type '.log'")

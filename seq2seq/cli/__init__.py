@@ -163,7 +163,8 @@ def run_script(main: Callable[[], int], name: str) -> int:
 def _error(message: str, program: str = "seq2seq") -> int:
     # One write, newline included: processes of one torchrun job share stderr, unbuffered there, and a
     # separate write of the newline let two processes' lines run together.
-    sys.stderr.write(f"{program}: error: {message}\n")
+    # shown: a name from the command line or a file (an escape, a line break) cannot rewrite the screen, split the line
+    sys.stderr.write(f"{program}: error: {shown(message)}\n")
     sys.stderr.flush()
     return 2
 

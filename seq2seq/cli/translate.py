@@ -18,7 +18,7 @@ from tqdm import tqdm
 from seq2seq.cli.common import path_flag, whole_number
 from seq2seq.config import DEVICES, MAX_BEAM_SIZE, SearchConfig, from_dict, resolve_device
 from seq2seq.distributed import launched_size, process_group
-from seq2seq.errors import ConfigError, DataError
+from seq2seq.errors import ConfigError, DataError, shown
 from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.files import (
     LongLine,
@@ -216,7 +216,7 @@ def run_translate_file(args: argparse.Namespace) -> int:
             if progress is not None:
                 progress.close()
         if world.is_main:
-            print(f"{args.output}: {summary.summary()}", file=sys.stderr)
+            print(f"{shown(args.output)}: {summary.summary()}", file=sys.stderr)
     return 0
 
 
