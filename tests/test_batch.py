@@ -501,8 +501,9 @@ def test_bytes_not_utf8_in_another_column_flag_the_row_but_leave_its_alert_answe
     assert (summary.translated, summary.errors, summary.warned) == (1, 2, 1)
 
 
-def test_the_summary_of_one_row_says_row():
+def test_the_summary_of_one_row_says_row_and_a_count_keeps_its_plain_digits():
     assert BatchSummary(1, 1, 0, 0, 2.0).summary() == "1 row: 1 translated, 0 with errors; 2.0 s (0 rows/s)"
+    assert BatchSummary(2100, 2100, 0, 0, 1.0).summary().startswith("2100 rows: 2100 translated")
 
 
 def test_a_jsonl_log_opening_with_records_not_utf8_resumed_gives_exactly_the_bytes_of_an_uninterrupted_run(

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seq2seq.config import SearchConfig
-from seq2seq.errors import ConfigError, DataError, counted, write_error
+from seq2seq.errors import ConfigError, DataError, write_error
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.serving.destinations import (
     check_distinct,
@@ -77,8 +77,9 @@ class BatchSummary:
         warned = f" ({'; '.join(notes)})" if notes else ""
         resumed = f", {self.skipped_resume} done before (resume)" if self.skipped_resume else ""
         rate = self.rows / self.seconds if self.seconds > 0 else 0.0
-        return (f"{counted(self.rows, 'row')}: {self.translated} translated{warned}, {self.errors - self.warned} with "
-                f"errors{resumed}; {self.seconds:.1f} s ({rate:.0f} rows/s)")
+        rows = f"{self.rows} row{'s' * (self.rows != 1)}"  # digits as they always were: scripts read this line
+        return (f"{rows}: {self.translated} translated{warned}, {self.errors - self.warned} with errors{resumed}; "
+                f"{self.seconds:.1f} s ({rate:.0f} rows/s)")
 
 
 class JobStopped(DataError):
