@@ -50,6 +50,17 @@ def signals_held() -> Iterator[None]:
                 os.kill(os.getpid(), caught[0])
 
 
+def sync_folder(folder: Path) -> None:
+    """The folder's entries synced to disk: a file just created in it, or renamed into it, is an entry of the folder,
+    and without this a power cut could lose the name while the file's own bytes were synced."""
+    with contextlib.suppress(OSError):  # a file system that cannot sync a folder: the file itself is synced
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
 def check_replaceable(path: Path) -> Path:
     """The file that writing ``path`` replaces (a link followed), or a DataError when it is there and is not a
     regular file: checked before a command's work, so that it is refused at once."""
@@ -83,6 +94,7 @@ def replacing(path: Path) -> Iterator[BinaryIO]:
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(partial, target)
+            sync_folder(target.parent)
     except BaseException as err:
         Path(partial).unlink(missing_ok=True)
         if isinstance(err, OSError):

@@ -426,3 +426,19 @@ def test_a_heatmaps_folder_that_holds_the_output_is_no_clash(model, log, tmp_pat
                        str(tmp_path / "maps"))
     assert result.status == 0, result.stderr
     assert (tmp_path / "maps" / "out.tsv").is_file() and next((tmp_path / "maps").glob("row_*.png"), None)
+
+
+def test_a_written_file_s_folder_is_synced_so_its_name_survives_a_power_cut(model, log, tmp_path, monkeypatch):
+    synced, real_fsync = [], os.fsync
+
+    def recording(descriptor):
+        synced.append("folder" if stat.S_ISDIR(os.fstat(descriptor).st_mode) else "file")
+        return real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    write_atomic(tmp_path / "record.json", "{}")
+    assert synced == ["file", "folder"]  # the bytes, then the name the rename gave them
+    synced.clear()
+    assert translate(model, "--input", str(log), "--output", str(tmp_path / "out.csv")).status == 0
+    # the job record's bytes and name, then the output's name, before its rows are written and acknowledged
+    assert synced[:3] == ["file", "folder", "folder"] and set(synced[3:]) == {"file"}

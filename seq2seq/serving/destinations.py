@@ -31,6 +31,7 @@ import torch
 from seq2seq.errors import DataError, shown
 from seq2seq.files import file_sha256, make_folder
 from seq2seq.recommender import Recommender
+from seq2seq.writing import sync_folder
 
 RECORD_VERSION = 1
 _HEATMAP_NAME = re.compile(r"row_\d+\.png(\.partial)?")
@@ -152,6 +153,7 @@ def claim_new(output: Path, record: dict[str, Any]) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.replace(partial, path)
+        sync_folder(path.parent)
     except OSError as err:  # a full disk, a name too long for the file system once ".job.json" is added
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from seq2seq.serving.figures import heatmap_figure
 from seq2seq.serving.incident_log import Row
 from seq2seq.serving.layout import Layout
 from seq2seq.words import as_typed, word_attention, word_spans
+from seq2seq.writing import sync_folder
 
 
 class Sinks:
@@ -114,7 +115,10 @@ def check_new_outputs(output: Path, attention: Path | None, heatmaps: Path | Non
 def _append_at(path: Path, end: int) -> BinaryIO:
     """``path`` opened for writing at byte ``end``, anything after it cut away (created when missing)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    file = open_binary(path, "r+b" if path.exists() else "xb")
+    created = not path.exists()
+    file = open_binary(path, "xb" if created else "r+b")
+    if created:
+        sync_folder(path.parent)  # the rows synced chunk by chunk are found again after a power cut
     file.truncate(end)
     file.seek(end)
     return file
