@@ -262,6 +262,11 @@ def repeats_header(fields: list[str], header: list[str]) -> bool:
     return len(fields) == len(header) and names(fields) == names(header)
 
 
+def blank_record(fields: list[str]) -> bool:
+    """Whether a record is a blank line: no field (csv's reading of an empty line), or one of spaces at most."""
+    return len(fields) <= 1 and not "".join(fields).strip()
+
+
 def split_tsv(line: str) -> list[str]:
     """The fields of one TSV line (its line ending removed)."""
     return line.removesuffix("\n").removesuffix("\r").split("\t")
@@ -275,7 +280,7 @@ def tsv_records(path: Path, lines: Iterable[str], blank: bool = False) -> Iterat
         fields = split_tsv(line)
         if any("\r" in field for field in fields):
             raise DataError(f"{path}: line {number}: malformed tab-separated record ({LONE_CR})")
-        if len(fields) > 1 or fields[0].strip() or blank:
+        if blank or not blank_record(fields):
             yield number, number, fields
 
 
@@ -296,7 +301,7 @@ def csv_records(path: Path, lines: Iterable[str], blank: bool = False) -> Iterat
         if fields is None:
             return
         end = reader.line_num
-        if (fields and (len(fields) > 1 or fields[0].strip())) or blank:
+        if blank or not blank_record(fields):
             yield start, end, fields or [""]
 
 

@@ -26,6 +26,7 @@ from seq2seq.files import (
     REPEATED_HEADER,
     SNIFF_BYTES,
     LongLine,
+    blank_record,
     bounded_lines,
     check_text,
     choose_column,
@@ -152,14 +153,14 @@ def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple
     if fmt == "jsonl":
         return _read_jsonl(file, path, lines, bad, column)
     records = (csv_records if fmt == "csv" else tsv_records)(path, lines, blank=True)
-    first = next((record for record in records if not _blank(record)), None)
+    first = next((record for record in records if not blank_record(record[2])), None)
     if first is None:
         raise DataError(f"{path}: empty file (expected a header row naming the columns)")
     header = first[2]
     _check_header(path, bad, first[0], first[1])
     index = header.index(choose_column(header, column, ALERT_COLUMNS, str(path), "column"))
     if len(header) > 1:  # a blank line is no record of several columns (a spreadsheet writes ",")
-        records = (record for record in records if not _blank(record))
+        records = (record for record in records if not blank_record(record[2]))
     else:  # but it is a one-column sheet's empty cell: kept as a row, so each row stays beside its own
         records = _blank_rows_before_the_last(records)
 
@@ -183,17 +184,12 @@ def read_rows(file: BinaryIO, path: Path, fmt: str, column: str | None) -> tuple
     return header, rows()
 
 
-def _blank(record: tuple[int, int, list[str]]) -> bool:
-    """Whether a record is a blank line (spaces at most)."""
-    return len(record[2]) == 1 and not record[2][0].strip()
-
-
 def _blank_rows_before_the_last(records: Iterator[tuple[int, int, list[str]]]
                                 ) -> Iterator[tuple[int, int, list[str]]]:
     """``records`` less the blank ones after the last that is not: the empty lines that end a file."""
     held: list[tuple[int, int, list[str]]] = []
     for record in records:
-        if _blank(record):
+        if blank_record(record[2]):
             held.append(record)
             continue
         yield from held

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import itertools
 import json
 import os
 from collections.abc import Iterator
@@ -43,17 +42,16 @@ class Sinks:
         if not resume and not checked:
             check_new_outputs(output, attention_path, self.heatmaps)
         header = layout.header_text() if with_header else ""
-        done, _ = _complete_rows(output, layout.fmt == "csv", header)
-        if attention_path is not None:
-            done, _ = _complete_rows(attention_path, False, "", done)
+        ends = _row_ends(output, layout.fmt == "csv", header)
+        attention_ends = _row_ends(attention_path, False, "") if attention_path is not None else ends
+        done = min(len(ends), len(attention_ends)) - 1  # the rows both files hold whole
         # Back to the start of a chunk of ``chunk_rows``: a chunk's alerts are batched together, and a float's last
         # digit can depend on its batch, so a job resumed mid-chunk would not write what a job never stopped writes.
-        done -= done % chunk_rows
-        self.done, end = _complete_rows(output, layout.fmt == "csv", header, done)
+        self.done = done - done % chunk_rows
+        end = ends[self.done]
         self.attention = None
         if attention_path is not None:
-            _, attention_end = _complete_rows(attention_path, False, "", done)
-            self.attention = _append_at(attention_path, attention_end)
+            self.attention = _append_at(attention_path, attention_ends[self.done])
         self.output = _append_at(output, end)
         if end == 0:
             with _naming(output):
@@ -141,29 +139,29 @@ def _append(file: BinaryIO, text: str) -> None:
         raise
 
 
-def _complete_rows(path: Path, quoted: bool, header: str, limit: int | None = None) -> tuple[int, int]:
-    """Complete data rows (at most ``limit``) in a file this module wrote, and the byte offset where they end.
+def _row_ends(path: Path, quoted: bool, header: str) -> list[int]:
+    """Where each complete data row of a file this module wrote ends (byte offsets), after where its header
+    ends: element k is the end of the first k rows, so there are len - 1 of them.
 
     A partial last row (a killed write) is not counted. A file that starts with another header than
     ``header`` is some other job's output, an error; one without a complete header counts as empty.
     """
     if not path.exists():
-        return 0, 0
+        return [0]
     with open_binary(path, "rb") as file:
         records = _record_ends(file, quoted)
-        rows, end = 0, 0
+        ends = [0]
         if header:
             expected = next(_record_ends(io.BytesIO(header.encode("utf-8")), quoted))[0]
             first = next(records, None)
             if first is None:
-                return 0, 0
+                return [0]
             if first[0] != expected:
                 raise DataError(f"{path}: its header is not this job's (another input, --column or --n-best); "
                                 "use another --output")
-            end = first[1]
-        for _fields, offset in itertools.islice(records, limit):
-            rows, end = rows + 1, offset
-        return rows, end
+            ends = [first[1]]
+        ends.extend(offset for _fields, offset in records)
+        return ends
 
 
 def _record_ends(file: BinaryIO, quoted: bool) -> Iterator[tuple[list[str], int]]:
