@@ -15,7 +15,7 @@ Start here::
     from seq2seq import EngineMonitor, read_cmapss
     report = EngineMonitor.from_checkpoint("runs/default/rul.pt").analyse(read_cmapss(path)[0], recommender)
 
-Layout: the translator core flat in this folder, in data-flow order (config, files, tokenizer,
+Layout: the translator core flat in this folder, in data-flow order (config, files, tables, tokenizer,
 corpus, data, attention, encoder, decoder, model, checkpoint, search, recommender, evaluate, and
 the training loop train with optimizer, averaging, report and distributed); ``fast/`` the faster equivalents
 of torch primitives and of a trained model (no import from the core); ``catalog/`` the alert

@@ -7,7 +7,7 @@ Formats read by ``read_parallel`` (parsed by ``seq2seq.files``):
 - two aligned plain-text files, one sentence per line (``x.src`` with ``x.tgt``, or any file with an
   explicit ``target_path``).
 
-Columns (keys) are chosen by ``files.choose_column``: ``source`` / ``target`` by default, or
+Columns (keys) are chosen by ``tables.choose_column``: ``source`` / ``target`` by default, or
 MaintNet's ``problem`` / ``action`` when those are absent, or ``alert`` / ``action`` (the technicians'
 corrections, ``seq2seq feedback export``). Line numbers in messages are physical
 lines of the file.
@@ -20,16 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seq2seq.errors import DataError, listed
-from seq2seq.files import (
-    REPEATED_HEADER,
-    choose_column,
-    csv_records,
-    field_count_error,
-    read_lines,
-    repeats_header,
-    tsv_records,
-)
+from seq2seq.files import read_lines
 from seq2seq.jsonl import json_records, string_value
+from seq2seq.tables import REPEATED_HEADER, choose_column, csv_records, field_count_error, repeats_header, tsv_records
 from seq2seq.tokenizer import normalize
 
 EMBEDDED_DATA = Path(__file__).resolve().parent.parent / "data"

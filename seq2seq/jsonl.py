@@ -13,8 +13,9 @@ from functools import partial
 from pathlib import Path
 
 from seq2seq.errors import DataError
-from seq2seq.files import KEPT_BYTES, LONE_CR, check_distinct_names
+from seq2seq.files import KEPT_BYTES, LONE_CR
 from seq2seq.jsontext import JsonFault, parse_json
+from seq2seq.tables import check_distinct_names
 
 
 def json_type(value: object) -> str:

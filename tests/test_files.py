@@ -22,7 +22,6 @@ from seq2seq.files import (
     MAX_LINE_BYTES,
     LongLine,
     bounded_lines,
-    choose_column,
     escaped,
     line_pieces,
     make_folder,
@@ -30,6 +29,7 @@ from seq2seq.files import (
     split_lines,
 )
 from seq2seq.jsonl import json_record
+from seq2seq.tables import choose_column
 
 OLD_MAC_LOG = b"".join(b"alert %d pump low\r" % n for n in range(2 * MAX_LINE_BYTES // 16))  # no LF at all
 

@@ -23,23 +23,25 @@ from seq2seq.errors import ConfigError, DataError, shown
 from seq2seq.files import (
     BYTES_KEPT,
     KEPT_BYTES,
-    REPEATED_HEADER,
     SNIFF_BYTES,
     LongLine,
-    blank_record,
     bounded_lines,
     check_text,
-    choose_column,
-    csv_records,
     decode_line,
-    field_count_error,
     line_pieces,
     open_binary,
+)
+from seq2seq.jsonl import json_records, string_value
+from seq2seq.tables import (
+    REPEATED_HEADER,
+    blank_record,
+    choose_column,
+    csv_records,
+    field_count_error,
     repeats_header,
     split_tsv,
     tsv_records,
 )
-from seq2seq.jsonl import json_records, string_value
 
 FORMATS = ("csv", "tsv", "jsonl", "txt")
 ALERT_COLUMNS = ("source", "problem")  # the default alert column, in order of preference

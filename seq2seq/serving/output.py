@@ -17,11 +17,12 @@ from typing import BinaryIO
 import numpy as np
 
 from seq2seq.errors import DataError
-from seq2seq.files import BYTES_KEPT, open_binary, split_tsv
+from seq2seq.files import BYTES_KEPT, open_binary
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.serving.figures import heatmap_figure
 from seq2seq.serving.incident_log import Row
 from seq2seq.serving.layout import Layout
+from seq2seq.tables import split_tsv
 from seq2seq.words import as_typed, word_attention, word_spans
 from seq2seq.writing import sync_folder
 
