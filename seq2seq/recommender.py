@@ -33,7 +33,7 @@ from seq2seq.memory import Case, CaseMemory, itself_first
 from seq2seq.model import Seq2Seq
 from seq2seq.search import Hypothesis, search
 from seq2seq.tokenizer import EOS_ID, UNK_ID, WORD_START, Tokenizer
-from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, UNCERTAIN_BELOW, TrustModel, features, read_memory
+from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, TrustModel, features, read_memory
 
 T = TypeVar("T")
 SIMILAR = 3  # past cases returned per alert unless asked otherwise
@@ -124,7 +124,7 @@ class Recommender:
         memory, trust = read_memory(payload, path)
         if memory is None:
             log.warning("%s: no case memory (a run's best.pt carries it; last.pt and checkpoints written before "
-                        "cases were kept do not): no past cases and no out-of-scope verdicts", path)
+                        "cases were kept do not): no past cases, and every answer is 'uncertain'", path)
         return cls(model, tokenizer, device, quantize, workers, memory, trust, search_defaults(payload, path))
 
     def with_memory(self, memory: CaseMemory | None, trust: TrustModel | None = None) -> Recommender:
@@ -203,9 +203,10 @@ class Recommender:
         """The recommendations with trust, verdict and past cases (seq2seq.trust)."""
         best = [r.candidates[0] for r in answered]
         if self.memory is None or self.trust_model is None:
+            # Without past cases nothing tells an unfamiliar alert from a known one: "kitchen sink drain blocked" gets
+            # as high a probability as a good answer, so no answer is called confident. The trust still ranks them.
             for r, c in zip(answered, best, strict=True):
-                trust = math.exp(c.log_prob / max(1, len(c.target_pieces)))
-                yield replace(r, trust=trust, verdict="confident" if trust >= UNCERTAIN_BELOW else "uncertain")
+                yield replace(r, trust=math.exp(c.log_prob / max(1, len(c.target_pieces))), verdict="uncertain")
             return
         cases, signals = self.signals(answered, similar)
         trust = self.trust_model.trust(signals)
