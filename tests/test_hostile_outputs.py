@@ -128,6 +128,26 @@ def test_resume_of_this_jobs_finished_output_changes_nothing(model, log, tmp_pat
     assert file_states(output, record_path(output)) == before
 
 
+@pytest.mark.parametrize("resume", [[], ["--resume"]])
+def test_a_second_job_on_an_output_another_job_is_writing_is_refused_and_the_first_ends_whole(model, log, tmp_path,
+                                                                                             resume):
+    output = tmp_path / "out.tsv"
+    first = FileJob.of(Recommender.from_checkpoint(model), log, output)
+    with first.claimed(resume=False):  # the first job, between its claim and its last row
+        result = translate(model, "--input", str(log), "--output", str(output), *resume)
+        assert_one_line_error(result, f"{output}: another job is writing it now", "wait for that job to end")
+        assert not output.exists()
+    assert translate(model, "--input", str(log), "--output", str(output), "--resume").status == 0
+    assert len(output.read_text(encoding="utf-8").splitlines()) == 3
+
+
+def test_a_refused_job_leaves_no_record_behind(model, log, tmp_path):
+    output = tmp_path / "out.tsv"
+    output.write_text("someone else's\n", encoding="utf-8")
+    assert_one_line_error(translate(model, "--input", str(log), "--output", str(output)), "already exists")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["log.tsv", "out.tsv"]
+
+
 def test_a_job_without_resume_into_a_new_output_keeps_its_old_behaviour(model, log, tmp_path):
     output = tmp_path / "out.tsv"
     result = translate(model, "--input", str(log), "--output", str(output), "--attention-out",

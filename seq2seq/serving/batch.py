@@ -35,6 +35,7 @@ A job split across processes (torchrun) is a layer around this one: ``seq2seq.se
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -48,9 +49,8 @@ from seq2seq.errors import ConfigError, DataError, write_error
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.serving.destinations import (
     check_distinct,
-    check_resumable,
-    claim_new,
     forget_parts,
+    held_record,
     job_record,
     record_path,
 )
@@ -143,9 +143,11 @@ class FileJob:
         """``fmt``, else the format the input's extension names: an ``UnknownFormat`` when it names none."""
         return self.fmt or format_of(self.input_path, True)
 
-    def claim(self, resume: bool) -> None:
+    @contextlib.contextmanager
+    def claimed(self, resume: bool) -> Iterator[None]:
         """Before anything is written (``seq2seq.serving.destinations``): every destination is distinct from the
-        input and the others; a new job's are new and get its record, a resumed job's record must be this job's."""
+        input and the others; a new job's are new and get its record, a resumed job's record must be this job's.
+        No other job may write them until the block ends (the record is locked)."""
         in_fmt = self.input_format
         companions = {"attention_out": self.attention_out, "heatmaps": self.heatmaps}
         settings = {"input_format": in_fmt, "output_format": format_of(self.output_path, False) or in_fmt,
@@ -155,11 +157,13 @@ class FileJob:
                   "the job record": record_path(self.output_path)}
         check_distinct({"--input": self.input_path}, writes, self.heatmaps)
         record = job_record(self.input_path, self.recommender, settings)
-        if resume and (self.output_path.exists() or record_path(self.output_path).exists()):
-            check_resumable(self.output_path, record)
-        else:
-            check_new_outputs(self.output_path, self.attention_out, self.heatmaps)
-            claim_new(self.output_path, record)
+        with held_record(self.output_path) as held:
+            if resume and (self.output_path.exists() or held.found):
+                held.check_resumable(record)
+            else:
+                check_new_outputs(self.output_path, self.attention_out, self.heatmaps)
+                held.write(record)
+            yield
 
     def run(self, resume: bool = False, progress: Callable[[int, int | None], None] | None = None,
             part: slice | None = None, header: bool = True) -> BatchSummary:
@@ -177,7 +181,7 @@ class FileJob:
         input_path, output_path = self.input_path, self.output_path
         in_fmt = self.input_format
         out_fmt = format_of(output_path, False) or in_fmt
-        with open_log(input_path) as file:
+        with open_log(input_path) as file, contextlib.ExitStack() as held:
             total = count_rows(file, in_fmt) if file.seekable() else None
             columns, rows = read_rows(file, input_path, in_fmt, self.column)
             if part is not None:
@@ -185,7 +189,7 @@ class FileJob:
                 total = None if total is None else len(range(total)[part])
             layout = Layout(input_path, out_fmt, columns, self.search.n_best)
             if part is None:  # a split job is claimed once, for all its parts (seq2seq.serving.sharding)
-                self.claim(resume)
+                held.enter_context(self.claimed(resume))
             try:
                 with Sinks(output_path, layout, self.attention_out, self.heatmaps, resume, part is not None,
                            header, self.chunk_rows) as sinks:

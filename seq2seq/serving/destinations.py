@@ -12,19 +12,22 @@ that shape the output (formats, column, search, companions). ``--resume`` contin
 when that record is there and names the same input, model and settings; anything else is a one-line
 refusal, so an edited input, another model or another search never mixes into an old output, and
 a file that some other program wrote is never taken for a half-done job. The record stays after the
-job ends, so resuming a finished job is a no-op.
+job ends, so resuming a finished job is a no-op. While a job runs it holds a lock on its record
+(``held_record``), so a second job on the same output is refused rather than interleaved.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -140,42 +143,80 @@ def _hash_model(recommender: Recommender) -> str:
     return digest.hexdigest()
 
 
-def claim_new(output: Path, record: dict[str, Any]) -> None:
-    """Write ``record`` beside ``output`` for a job starting afresh (atomically: a kill leaves the old or the new),
-    creating the folder they go in, as the companions' folders are."""
+class HeldRecord:
+    """The record beside a job's output, open and locked by this job (``held_record``): what it held, and ``write``."""
+
+    def __init__(self, output: Path, file: BinaryIO) -> None:
+        self.output, self.path, self.file = output, record_path(output), file
+        file.seek(0)
+        self.found = file.read()  # b"" when there was none
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Make ``record`` the record of a job starting afresh: written in place, since the lock is on this file;
+        a kill in the one write leaves a record ``--resume`` calls unreadable, beside an output not yet begun."""
+        try:
+            self.file.seek(0)
+            self.file.truncate()
+            self.file.write(json.dumps(record, indent=1).encode("utf-8") + b"\n")
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            sync_folder(self.path.parent)
+        except OSError as err:  # a full disk
+            raise DataError(f"{self.output}: cannot write its job record {self.path.name} ({err.strerror or err})"
+                            ) from None
+
+    def check_resumable(self, record: dict[str, Any]) -> None:
+        """DataError unless the record found is ``record``: same input, model and settings."""
+        if not self.found:
+            raise DataError(f"{self.output}: --resume found no record of the job that wrote it ({self.path.name}), so "
+                            "it may be another program's file; use another --output, or run without --resume")
+        try:
+            found = json.loads(self.found.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise DataError(f"{self.path}: unreadable job record ({shown(str(err))}); use another --output") from None
+        if not isinstance(found, dict) or found.get("version") != RECORD_VERSION:
+            raise DataError(f"{self.path}: not a job record this version wrote; use another --output")
+        differences = _differences(found, record)
+        if differences:
+            raise DataError(f"{self.output}: was written by another job ({'; '.join(differences)}); use another "
+                            "--output, or delete it and its record to start again")
+
+
+@contextlib.contextmanager
+def held_record(output: Path) -> Iterator[HeldRecord]:
+    """The record beside ``output``, locked for this job while the block runs (created empty if there is none, in a
+    folder made for it), so that two jobs never write one output at once (a job started twice, two ``--resume``):
+    the second is a one-line refusal. An empty record is removed at the end: a job refused before it began."""
     path = record_path(output)
-    partial = path.with_name(path.name + ".partial")
     make_folder(output.parent)
+    while True:
+        try:
+            file = path.open("a+b")
+        except OSError as err:  # a name too long once ".job.json" is added, no permission
+            raise DataError(f"{output}: cannot write its job record {path.name} ({err.strerror or err})") from None
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            file.close()
+            raise DataError(f"{output}: another job is writing it now (its record {path.name} is locked); wait for "
+                            "that job to end, or use another --output") from None
+        if _same_file_as(file, path):
+            break
+        file.close()  # removed or replaced between the open and the lock: lock the file there now
     try:
-        with partial.open("w", encoding="utf-8") as file:
-            json.dump(record, file, indent=1)
-            file.write("\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, path)
-        sync_folder(path.parent)
-    except OSError as err:  # a full disk, a name too long for the file system once ".job.json" is added
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
-        raise DataError(f"{output}: cannot write its job record {path.name} ({err.strerror or err})") from None
+        yield HeldRecord(output, file)
+    finally:
+        if file.seek(0, os.SEEK_END) == 0:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        file.close()
 
 
-def check_resumable(output: Path, record: dict[str, Any]) -> None:
-    """DataError unless the record beside ``output`` is ``record``: same input, model and settings."""
-    path = record_path(output)
-    if not path.exists():
-        raise DataError(f"{output}: --resume found no record of the job that wrote it ({path.name}), so it may be "
-                        "another program's file; use another --output, or run without --resume")
+def _same_file_as(file: BinaryIO, path: Path) -> bool:
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DataError(f"{path}: unreadable job record ({shown(str(err))}); use another --output") from None
-    if not isinstance(found, dict) or found.get("version") != RECORD_VERSION:
-        raise DataError(f"{path}: not a job record this version wrote; use another --output")
-    differences = _differences(found, record)
-    if differences:
-        raise DataError(f"{output}: was written by another job ({'; '.join(differences)}); use another --output, "
-                        "or delete it and its record to start again")
+        return os.path.samestat(os.fstat(file.fileno()), path.stat())
+    except OSError:
+        return False
 
 
 def _differences(found: dict[str, Any], record: dict[str, Any]) -> list[str]:

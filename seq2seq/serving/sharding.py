@@ -8,6 +8,7 @@ the bytes of a one-process run. A split job is resumed in one process.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -46,9 +47,11 @@ def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | 
 
     parts = [part_path(path, world.rank) for path in destinations] if not world.is_main else []
 
+    held = contextlib.ExitStack()  # rank 0 holds the job's record from the claim to the end of the merge
+
     def claim() -> None:
         if world.is_main:
-            job.claim(resume=False)
+            held.enter_context(job.claimed(resume=False))
             for path in destinations:  # a part is scratch a job deletes: never the input
                 clash = next((part for part in (part_path(path, k) for k in range(1, world.size))
                               if part.exists() and part.samefile(job.input_path)), None)
@@ -83,21 +86,22 @@ def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | 
     # Each step is a World.outcome: nothing is deleted or written before rank 0 has claimed the destinations,
     # rank 0 merges only whole parts, and a refusal on one process (a destination, a malformed row) ends every
     # process, each deleting its part (a split job is resumed in one process, from the output alone).
-    world.outcome(claim)
-    world.outcome(clear)
-    attention = part_path(job.attention_out, world.rank) if job.attention_out is not None else None
-    mine = dataclasses.replace(job, output_path=part_path(job.output_path, world.rank), attention_out=attention)
-    try:
-        summary = world.outcome(run_mine)
-    except JobStopped as stopped:  # told as a one-process job tells it, of the output rank 0 wrote
-        clear()
-        kept = int(world.max(float(written) if world.is_main else 0.0))
-        raise JobStopped(str(stopped), kept, stopped.resumable) from None
-    except Seq2SeqError:
-        clear()
-        raise
-    world.outcome(merge)
-    rows, translated, errors, warned, out_of_scope = (
-        int(world.sum(count)) for count in
-        (summary.rows, summary.translated, summary.errors, summary.warned, summary.out_of_scope))
-    return BatchSummary(rows, translated, errors, 0, world.max(summary.seconds), warned, out_of_scope)
+    with held:
+        world.outcome(claim)
+        world.outcome(clear)
+        attention = part_path(job.attention_out, world.rank) if job.attention_out is not None else None
+        mine = dataclasses.replace(job, output_path=part_path(job.output_path, world.rank), attention_out=attention)
+        try:
+            summary = world.outcome(run_mine)
+        except JobStopped as stopped:  # told as a one-process job tells it, of the output rank 0 wrote
+            clear()
+            kept = int(world.max(float(written) if world.is_main else 0.0))
+            raise JobStopped(str(stopped), kept, stopped.resumable) from None
+        except Seq2SeqError:
+            clear()
+            raise
+        world.outcome(merge)
+        rows, translated, errors, warned, out_of_scope = (
+            int(world.sum(count)) for count in
+            (summary.rows, summary.translated, summary.errors, summary.warned, summary.out_of_scope))
+        return BatchSummary(rows, translated, errors, 0, world.max(summary.seconds), warned, out_of_scope)
