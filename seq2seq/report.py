@@ -14,6 +14,7 @@ from typing import Any
 from tqdm import tqdm
 
 from seq2seq.evaluate import Scores
+from seq2seq.progress import progress_bar
 
 
 class TrainingReport:
@@ -21,8 +22,8 @@ class TrainingReport:
         self.output_dir, self.log, self.enabled = output_dir, log, enabled
 
     def epoch_bar(self, batches: Iterable, epoch: int, epochs: int, done: int, total: int) -> tqdm:
-        return tqdm(batches, desc=f"epoch {epoch}/{epochs}", unit="batch", leave=False, initial=done, total=total,
-                    mininterval=1.0, disable=not self.enabled)
+        return progress_bar(batches, desc=f"epoch {epoch}/{epochs}", unit="batch", leave=False, initial=done,
+                            total=total, mininterval=1.0, disable=not self.enabled)
 
     @staticmethod
     def step(bar: tqdm, loss: float, nll: float, rate: float) -> None:

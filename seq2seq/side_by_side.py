@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.errors import Seq2SeqError, Terminated, terminate_as_interrupt
 from seq2seq.files import make_folder
+from seq2seq.progress import progress_bar
 from seq2seq.runs import build_trainer
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import TrainResult
@@ -105,7 +105,7 @@ def train_side_by_side(start: Callable[[], Member | None], finish: Callable[[Mem
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=end_with_parent,
                                initargs=(os.getpid(),))
     try:
-        with tqdm(total=total, desc="members", unit="member", mininterval=1.0) as bar:
+        with progress_bar(total=total, desc="members", unit="member", mininterval=1.0) as bar:
             def say(line: str) -> None:
                 with bar.external_write_mode():  # a line above the bar, not after it
                     log(line)

@@ -28,6 +28,7 @@ from seq2seq.files import (
     escaped,
     line_pieces,
 )
+from seq2seq.progress import progress_bar
 from seq2seq.recommender import SIMILAR, Recommendation, Recommender
 from seq2seq.serving.batch import FileJob, JobStopped
 from seq2seq.serving.destinations import record_path
@@ -159,8 +160,8 @@ class RowProgress:
 
     def __call__(self, done: int, total: int | None) -> None:
         if self.bar is None:
-            self.bar = tqdm(total=total, initial=done, desc="translate", unit="row", leave=False, mininterval=1.0,
-                            disable=None)
+            self.bar = progress_bar(total=total, initial=done, desc="translate", unit="row", leave=False,
+                                    mininterval=1.0)
         self.bar.update(done - self.bar.n)
 
     def close(self) -> None:

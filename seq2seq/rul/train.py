@@ -34,7 +34,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import TensorDataset
-from tqdm import tqdm
 
 from seq2seq.checkpoint import (
     check_same_run,
@@ -48,6 +47,7 @@ from seq2seq.checkpoint import (
 from seq2seq.config import RulConfig, from_dict, resolve_device
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
 from seq2seq.files import make_folder
+from seq2seq.progress import progress_bar
 from seq2seq.rul.evaluate import Windows, evaluate_windows
 from seq2seq.rul.model import RulEnsemble, RulModel, RulOutput, build_rul_model
 from seq2seq.rul.windows import time_warp
@@ -134,7 +134,7 @@ def _train_epoch(model: RulModel, data: TensorDataset, optimizer: torch.optim.Op
     order = torch.randperm(n, generator=generator).to(data.tensors[0].device)  # (N,)
     sums = {"loss": 0.0, "rul_mse": 0.0, "health_ce": 0.0}
     seen, out_of_time = 0, False
-    with tqdm(total=n, desc=desc, unit="win", leave=False, mininterval=1.0) as bar:
+    with progress_bar(total=n, desc=desc, unit="win", leave=False, mininterval=1.0) as bar:
         for index in order.split(config.batch_size):
             x, mask, rul, health = data[index]
             if config.noise > 0:  # fresh each batch: the model never sees one window's readings twice
