@@ -90,8 +90,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_ranges(self)
         if self.distill and self.members < 2:
-            raise ConfigError(f"train: distill needs members of at least 2 (their ensemble teaches), "
-                              f"got {self.members}")
+            raise ConfigError(f"distill needs members of at least 2 (their ensemble teaches), got {self.members}")
 
 
 
@@ -144,7 +143,7 @@ class RulConfig:
     def __post_init__(self) -> None:
         check_ranges(self)
         if self.schedule not in RUL_SCHEDULES:
-            raise ConfigError(f"rul.schedule must be plateau or cosine, got {self.schedule!r}")
+            raise ConfigError(f"schedule must be plateau or cosine, got {self.schedule!r}")
 
 
 
@@ -255,7 +254,10 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config", flags: 
     problem = range_problem(cls, values)
     if problem:
         raise fault(*problem)
-    return cls(**values)
+    try:
+        return cls(**values)
+    except ConfigError as err:  # a rule between fields (``__post_init__``)
+        raise ConfigError(f"{where}: {err}") from None
 
 
 def _type_problem(default: Any, value: Any) -> str | None:

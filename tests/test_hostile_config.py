@@ -157,6 +157,14 @@ def write_config(tmp_path, text: str | bytes):
     ('{"tokenizer": {"model_type": "wordpiece"}}', "tokenizer: unknown model_type 'wordpiece'; valid: unigram"),
     ('{"Train": {"epochs": 1}}', "expected an object with sections model, rul, search, tokenizer, train (unknown "
                                  "section 'Train')"),
+    # set by the tokenizer: it was replaced by the vocabulary's size without a word
+    ('{"model": {"src_vocab_size": 50}}', "model.src_vocab_size is the tokenizer's vocabulary size, set at training "
+                                          "time; set tokenizer.vocab_size instead"),
+    # rules between fields, met when the model or run is made: the file was not named
+    ('{"model": {"attention": "luong-dot", "decoder_hidden": 100}}', "luong-dot scores h_t . h_s and needs "
+                                                                     "decoder_hidden (100) == 2 x encoder_hidden"),
+    ('{"model": {"tie_embeddings": true, "embed_size": 64}}', "model: tie_embeddings needs embed_size (64) =="),
+    ('{"train": {"distill": true}}', "train: distill needs members of at least 2"),
 ])
 def test_a_config_file_fault_is_one_line_naming_the_file_and_nothing_is_written(tmp_path, text, words):
     config = write_config(tmp_path, text)

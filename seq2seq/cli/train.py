@@ -22,10 +22,13 @@ from seq2seq.evaluate import few_dev_warning
 from seq2seq.fast.precision import PRECISIONS
 from seq2seq.finetune import Start
 from seq2seq.members import train_members
+from seq2seq.model import build_model
 from seq2seq.optimizer import SCHEDULES
 from seq2seq.runs import build_trainer, dev_overlap_warning
 from seq2seq.tokenizer import MODEL_TYPES
 from seq2seq.train import TrainResult
+
+SIZES_CHECKED = 8  # vocabulary size of the throw-away model that checks the sizes fit together
 
 # CLI flag -> (config section, field); flags left unset keep the config file's value or the default.
 OVERRIDES = {
@@ -108,6 +111,10 @@ def settings(args: argparse.Namespace) -> dict[tuple[str, str], tuple[Any, str]]
                 if not isinstance(values, dict):
                     raise ConfigError(f"{args.config}: section {name} must be an object of {name} fields")
                 check_names(values, NAMES[name], f"{args.config}: {name}")
+                derived = next((key for key in ("src_vocab_size", "tgt_vocab_size") if key in values), None)
+                if name == "model" and derived:  # else it would be replaced by the tokenizer's size without a word
+                    raise ConfigError(f"{args.config}: model.{derived} is the tokenizer's vocabulary size, set at "
+                                      "training time; set tokenizer.vocab_size instead")
                 from_dict(SECTION_TYPES[name], values, f"{args.config}: {name}")  # as written: a flag may hide a fault
                 found.update({(name, key): (value, f"{args.config}: {name}.{key}") for key, value in values.items()})
     for flag, (section, key) in OVERRIDES.items():
@@ -125,9 +132,14 @@ def configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, Tokeniz
         if origin.startswith("--"):
             flags[section][key] = origin
     where = args.config or "options"
-    return (from_dict(ModelConfig, sections["model"], f"{where}: model", flags["model"]),
-            from_dict(TrainConfig, sections["train"], f"{where}: train", flags["train"]),
-            from_dict(TokenizerConfig, sections["tokenizer"], f"{where}: tokenizer", flags["tokenizer"]))
+    model = from_dict(ModelConfig, sections["model"], f"{where}: model", flags["model"])
+    train = from_dict(TrainConfig, sections["train"], f"{where}: train", flags["train"])
+    tokenizer = from_dict(TokenizerConfig, sections["tokenizer"], f"{where}: tokenizer", flags["tokenizer"])
+    try:  # sizes that do not fit together (luong-dot, tied embeddings), said before any data is read, naming the file
+        build_model(dataclasses.replace(model, src_vocab_size=SIZES_CHECKED, tgt_vocab_size=SIZES_CHECKED))
+    except ConfigError as err:
+        raise ConfigError(f"{args.config}: {err}" if args.config else str(err)) from None
+    return model, train, tokenizer
 
 
 def search_section(args: argparse.Namespace) -> SearchConfig | None:
