@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from seq2seq.evaluate import Scores
 from seq2seq.progress import progress_bar
+from seq2seq.writing import keep_logged
 
 
 class TrainingReport:
@@ -63,7 +64,13 @@ class TrainingReport:
         self.log(f"mean of the {len(steps)} best validations' weights (steps {', '.join(map(str, steps))}): "
                  f"dev BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}" + (" -> best.pt" if kept else ""))
 
+    def resumed(self, step: int) -> None:
+        """metrics.jsonl as it was at ``step``, where the run goes on from (``writing.keep_logged``)."""
+        if self.enabled:
+            keep_logged(self.output_dir / "metrics.jsonl", "step", step)
+
     def _append(self, record: dict[str, Any]) -> None:
         """One JSON object, one line of OUTPUT_DIR/metrics.jsonl."""
         with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+

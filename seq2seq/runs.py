@@ -80,6 +80,7 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
     trainer.fingerprint = fingerprint  # a resumed run written before runs recorded their data records it from now on
     if payload is not None:
         trainer.load_training_state(payload["training_state"])
+        trainer.report.resumed(trainer.state["step"])
         best = trainer.selection.state["best_bleu"]
         log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {best:.2f})")
     return trainer

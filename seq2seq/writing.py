@@ -1,10 +1,12 @@
 """The one way a file is written whole: to a temporary sibling, synced, then renamed over the file it replaces
-(``replacing``), with Ctrl-C or SIGTERM held until it is whole. Checkpoints, job records, exports and metrics go
+(``replacing``), with Ctrl-C or SIGTERM held until it is whole. Checkpoints, exports and metrics go
 through it; ``seq2seq.files`` reads what users hand in."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import signal
 import tempfile
@@ -100,3 +102,25 @@ def replacing(path: Path) -> Iterator[BinaryIO]:
         if isinstance(err, OSError):
             raise write_error(path, err) from None
         raise
+
+
+def keep_logged(path: Path, key: str, last: float) -> None:
+    """Cut a run's JSONL log (metrics.jsonl) back to the records whose ``key`` (step, epoch) is at most ``last``,
+    where a resumed run goes on from: a record logged just before a kill stopped its checkpoint is made again, and
+    is then not there twice. A line the kill cut short goes too."""
+    if not path.is_file():
+        return
+    lines = path.read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines if _logged_at(line, key) <= last]
+    if len(kept) < len(lines):
+        with replacing(path) as file:
+            file.write(b"".join(kept))
+
+
+def _logged_at(line: bytes, key: str) -> float:
+    """A log record's ``key``; none (inf) for a line cut short or not a record with that number."""
+    try:
+        value = json.loads(line)[key] if line.endswith(b"\n") else None
+    except (ValueError, KeyError, TypeError):
+        return math.inf
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else math.inf

@@ -191,6 +191,22 @@ def test_a_dev_split_of_training_alerts_is_warned_about_for_the_scope_threshold_
     assert "were fitted on 2 dev pairs, too few" in result.stderr
 
 
+def test_a_validation_logged_but_not_saved_before_a_kill_is_not_in_metrics_twice_after_resume(run, tmp_path):
+    output_dir = tmp_path / "run"
+    with training_threads():
+        assert run_cli(*train_args(run.data, output_dir, "--epochs", "1")).status == 0
+        metrics = output_dir / "metrics.jsonl"
+        [first] = metrics.read_text(encoding="utf-8").splitlines()
+        # the next validation logged, then the process killed before its last.pt, mid-way through another line
+        ahead = json.loads(first) | {"epoch": 2, "step": json.loads(first)["step"] * 2}
+        with metrics.open("a", encoding="utf-8") as file:
+            file.write(json.dumps(ahead) + "\n" + '{"epoch": 3, "st')
+        assert run_cli(*train_args(run.data, output_dir, "--resume", "--epochs", "2")).status == 0
+    records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2] and records[0] == json.loads(first)
+    assert records[1]["step"] == ahead["step"]  # the same step, made again
+
+
 def test_resume_continues_from_the_saved_step(resumed):
     assert resumed["first"]["epochs"] == 1 and resumed["second"]["epochs"] == EPOCHS
     assert resumed["second"]["steps"] > resumed["first"]["steps"] > 0

@@ -51,7 +51,7 @@ from seq2seq.progress import progress_bar
 from seq2seq.rul.evaluate import Windows, evaluate_windows
 from seq2seq.rul.model import RulEnsemble, RulModel, RulOutput, build_rul_model
 from seq2seq.rul.windows import time_warp
-from seq2seq.writing import write_atomic
+from seq2seq.writing import keep_logged
 
 FORMAT_VERSION = 1
 KIND = "rul-model"
@@ -203,7 +203,7 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
     deadline = start + config.max_minutes * 60 if config.max_minutes > 0 else math.inf
     best_rmse, best_epoch, epoch, stopped = state["best_rmse"], state["best_epoch"], state["epoch"], "epochs"
     if resume:  # a line written after last.pt was (the process killed in between) is the epoch to be run again
-        _keep_metrics(output_dir / "metrics.jsonl", state["epoch"])
+        keep_logged(output_dir / "metrics.jsonl", "epoch", state["epoch"])
     with (output_dir / "metrics.jsonl").open("a" if resume else "w", encoding="utf-8") as metrics:
         for epoch in range(state["epoch"] + 1, config.epochs + 1):
             parts, out_of_time = _train_epoch(model, data, optimizer, config, generator, deadline,
@@ -252,20 +252,6 @@ def resumable_payload(last: Path, config: RulConfig, fingerprint: dict[str, Any]
         saved = from_dict(RulConfig, payload["config"], where=f"{last}: config")
     check_same_run(last, [(saved, config)], state.get("fingerprint"), fingerprint)
     return payload
-
-
-def _keep_metrics(path: Path, epochs: int) -> None:
-    """Keep the records of the first ``epochs`` epochs in ``path``, the metrics log of a run to resume."""
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.is_file() else []
-    write_atomic(path, "".join(line for line in lines if _epoch_of(line) <= epochs))
-
-
-def _epoch_of(line: str) -> float:
-    """A metrics record's epoch; a line cut short by a killed process is none (inf)."""
-    try:
-        return json.loads(line)["epoch"]
-    except (ValueError, KeyError, TypeError):
-        return math.inf
 
 
 def _resume(last: Path, config: RulConfig, fingerprint: dict[str, Any] | None, model: RulModel,
