@@ -32,6 +32,7 @@ from seq2seq.files import (
     open_binary,
 )
 from seq2seq.jsonl import json_records, string_value
+from seq2seq.serving.alert_key import ALERT_COLUMNS, AlertKey, check_all
 from seq2seq.tables import (
     REPEATED_HEADER,
     blank_record,
@@ -44,7 +45,6 @@ from seq2seq.tables import (
 )
 
 FORMATS = ("csv", "tsv", "jsonl", "txt")
-ALERT_COLUMNS = ("source", "problem")  # the default alert column, in order of preference
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def _txt_rows(lines: Iterator[str], bad: dict[int, str]) -> Iterator[Row]:
 def _read_jsonl(file: BinaryIO, path: Path, lines: Iterator[str], bad: dict[int, str],
                 key: str | None) -> tuple[list[str], Iterator[Row]]:
     """A JSONL log has no header: its first record is a row like any other, flagged if its bytes are not UTF-8.
-    Its keys are the columns of table output; the alert key is the named one (``key``) or ``_AlertKey``'s."""
+    Its keys are the columns of table output; the alert key is the named one (``key``) or ``AlertKey``'s."""
     records = json_records(path, lines)
     first = next(records, None)
     if first is None:
@@ -230,7 +230,7 @@ def _read_jsonl(file: BinaryIO, path: Path, lines: Iterator[str], bad: dict[int,
             named = key  # the first record may lack the key a user named, as any other may: its row says so
     elif file.seekable():  # refused before anything is written; from a pipe, as each record comes
         _look_ahead(file, path)
-    alert_key = _AlertKey(path, named)
+    alert_key = AlertKey(path, named)
     alert_key.see(first[0], first[1], first[0] not in bad)
 
     def rows() -> Iterator[Row]:
@@ -244,57 +244,15 @@ def _read_jsonl(file: BinaryIO, path: Path, lines: Iterator[str], bad: dict[int,
     return keys, rows()
 
 
-class _AlertKey:
-    """The alert key of a JSONL log, as its records come: ``named`` by the user, else chosen by the rule (source,
-    else problem, else the only key) from the keys of the records up to the first readable one (all its bytes
-    UTF-8: a record before it is a flagged row, never translated). A later record whose keys make the rule,
-    applied to the keys of the log so far, take another key or none is a DataError, as a record with a 'source'
-    after one without would have it. Seeing a record again changes nothing."""
-
-    def __init__(self, path: Path, named: str | None) -> None:
-        self.path, self.chosen, self.named = path, named, named is not None
-        self.seen: dict[str, None] = {}
-        self.line = 0  # where the rule chose the key
-
-    def see(self, line: int, record: dict, readable: bool) -> str | None:
-        """The alert key once chosen, None before."""
-        if self.named:
-            return self.chosen
-        new = [name for name in record if name not in self.seen]
-        self.seen.update(dict.fromkeys(new))
-        if self.chosen is None and readable:
-            self.chosen = choose_column(list(self.seen), None, ALERT_COLUMNS, f"{self.path}: line {line}", "key")
-            self.line = line
-        elif self.chosen is not None and new:
-            try:
-                again = choose_column(list(self.seen), None, ALERT_COLUMNS, str(self.path), "key")
-            except DataError:
-                again = None
-            if again != self.chosen:
-                raise DataError(f"{self.path}: line {line}: key {shown(again or new[0])!r} makes the alert key "
-                                f"ambiguous: line {self.line} took {shown(self.chosen)!r} (source, else problem, "
-                                "else the only key); name the key that holds the alert")
-        return self.chosen
-
-
 def _look_ahead(file: BinaryIO, path: Path) -> None:
-    """Every record of a seekable ``file`` seen by an ``_AlertKey``, then back to where it was. A line that is no
-    JSON object ends the look: reading rows meets it in its turn, as it would without looking ahead."""
+    """Every record of a seekable ``file`` checked for its alert key (``alert_key.check_all``), then back to where
+    it was."""
     where = file.tell()
     file.seek(0)
     bad: dict[int, str] = {}
-    alert_key = _AlertKey(path, None)
     try:
-        records = json_records(path, _lines(file, "jsonl", bad))
-        while True:
-            try:
-                found = next(records, None)
-            except DataError:
-                return
-            if found is None:
-                return
-            line, record, _ = found
-            alert_key.see(line, record, line not in bad)
+        check_all(path, ((line, record, line not in bad)
+                         for line, record, _ in json_records(path, _lines(file, "jsonl", bad))))
     finally:
         file.seek(where)
 
