@@ -19,7 +19,7 @@ from support import assert_one_line_error, file_states, run_cli, trained
 
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.distributed import ONE_PROCESS
-from seq2seq.errors import Terminated, terminate_as_interrupt
+from seq2seq.errors import DataError, Terminated, terminate_as_interrupt
 from seq2seq.recommender import Recommender
 from seq2seq.serving import destinations, sharding
 from seq2seq.serving import output as sinks
@@ -139,6 +139,26 @@ def test_a_second_job_on_an_output_another_job_is_writing_is_refused_and_the_fir
         assert not output.exists()
     assert translate(model, "--input", str(log), "--output", str(output), "--resume").status == 0
     assert len(output.read_text(encoding="utf-8").splitlines()) == 3
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl"])
+def test_resume_of_an_output_a_row_was_taken_from_by_hand_is_refused_and_changes_no_file(model, tmp_path, suffix):
+    log = tmp_path / "log.tsv"
+    log.write_text("problem\toperator\n" + "".join(f"ALERT {k} OIL LEAK\tanna\n" for k in range(6)), encoding="utf-8")
+    output, attention = tmp_path / f"out{suffix}", tmp_path / "att.jsonl"
+    recommender = Recommender.from_checkpoint(model)
+    translate_file(recommender, log, output, chunk_rows=1, attention_out=attention)
+    whole = output.read_bytes().splitlines(keepends=True)
+    lines = whole[:-3] + whole[-2:]  # a row taken out by hand: the last row now stands where the one before belongs
+    output.write_bytes(b"".join(lines))
+    before = file_states(output, attention, record_path(output))
+    with pytest.raises(DataError, match=rf"out{suffix}: its row 5 does not hold line 6 of .*log.tsv as this job "
+                                        r"wrote it \(was the output edited\?\)"):
+        translate_file(recommender, log, output, chunk_rows=1, attention_out=attention, resume=True)
+    assert file_states(output, attention, record_path(output)) == before
+    output.write_bytes(b"".join(whole[:-2]))  # rows taken from the end only: the job goes on, as it always did
+    translate_file(recommender, log, output, chunk_rows=1, attention_out=attention, resume=True)
+    assert output.read_bytes().splitlines(keepends=True) == whole
 
 
 def test_a_refused_job_leaves_no_record_behind(model, log, tmp_path):

@@ -191,15 +191,20 @@ class FileJob:
             if part is None:  # a split job is claimed once, for all its parts (seq2seq.serving.sharding)
                 held.enter_context(self.claimed(resume))
             try:
-                with Sinks(output_path, layout, self.attention_out, self.heatmaps, resume, part is not None,
-                           header, self.chunk_rows) as sinks:
-                    skipped = sum(1 for _ in itertools.islice(rows, sinks.done))
-                    if skipped < sinks.done:
-                        raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only "
-                                        f"{skipped}; it is not this input's output")
+                sinks = Sinks(output_path, layout, self.attention_out, self.heatmaps, resume, part is not None, header,
+                              self.chunk_rows)
+                skipped, last = 0, None
+                for row in itertools.islice(rows, sinks.done):
+                    skipped, last = skipped + 1, row
+                if skipped < sinks.done:
+                    raise DataError(f"{output_path}: holds {sinks.done} rows but {input_path} has only {skipped}; it "
+                                    "is not this input's output")
+                if last is not None:  # before any file is cut
+                    sinks.check_continues(last)
+                with sinks:
                     done, translated, errors, warned, out_of_scope = self._translate_rows(rows, sinks, skipped, total,
                                                                                           progress)
-            except OSError as err:  # writing the header
+            except OSError as err:  # reading the output, writing its header
                 raise JobStopped(unwritten(err, output_path), 0, True) from None
         if resume:  # what a killed split job left beside the output this job has now finished
             for path in (output_path, self.attention_out):

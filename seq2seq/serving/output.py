@@ -30,8 +30,8 @@ from seq2seq.writing import sync_folder
 class Sinks:
     """The output file, the attention file and the heatmap folder of one job, appended to chunk by chunk.
 
-    On opening, each holds ``done`` complete rows: none for a new job; for a resumed one, the rows
-    that all of them hold (a partial row, or rows only some of them got before a kill, are cut away).
+    Made, they measure ``done``: no rows for a new job; for a resumed one, the complete rows that all of them hold.
+    Opened (``with``), each is cut to those rows (a partial row, or rows only some of them got before a kill).
     ``checked``: the caller has made sure they are new (a split job); ``with_header=False``: no header.
     """
 
@@ -49,16 +49,26 @@ class Sinks:
         # Back to the start of a chunk of ``chunk_rows``: a chunk's alerts are batched together, and a float's last
         # digit can depend on its batch, so a job resumed mid-chunk would not write what a job never stopped writes.
         self.done = done - done % chunk_rows
-        end = ends[self.done]
-        self.attention = None
-        if attention_path is not None:
-            self.attention = _append_at(attention_path, attention_ends[self.done])
-        self.output = _append_at(output, end)
-        if end == 0:
-            with _naming(output):
-                _append(self.output, header)
-        if self.heatmaps:
-            self.heatmaps.mkdir(parents=True, exist_ok=True)
+        self._paths, self._header = (output, attention_path), header
+        self._ends = (ends[self.done], attention_ends[self.done])
+        self.last_kept = b""  # the last row kept, as written
+        if self.done:
+            with open_binary(output, "rb") as file:
+                file.seek(ends[self.done - 1])
+                self.last_kept = file.read(ends[self.done] - ends[self.done - 1])
+        self.output: BinaryIO | None = None
+        self.attention: BinaryIO | None = None
+
+    def check_continues(self, row: Row) -> None:
+        """DataError unless the last row kept is what this job writes for ``row``, the input row in its place: an
+        output that a hand edit took a row from would be continued from the wrong row, one row given twice."""
+        if not self.last_kept or self.layout.fmt == "txt":  # a txt output holds no input to compare
+            return
+        expected = self.layout.rows_text([row], [None])[0].encode("utf-8", BYTES_KEPT)
+        if _input_part(self.layout, self.last_kept) != _input_part(self.layout, expected):
+            raise DataError(f"{self._paths[0]}: its row {row.number} does not hold line {row.line} of "
+                            f"{self.layout.input_path} as this job wrote it (was the output edited?); use another "
+                            "--output, or delete it and its record to start again")
 
     def write(self, rows: list[Row], results: list[Recommendation | None]) -> list[str]:
         """Heatmaps, then attention lines, then output rows, so the output never runs ahead of the others; returns
@@ -81,6 +91,16 @@ class Sinks:
         return errors
 
     def __enter__(self) -> Sinks:
+        """The files opened, each cut to the rows kept; a new output gets its header."""
+        (output, attention), (end, attention_end) = self._paths, self._ends
+        if attention is not None:
+            self.attention = _append_at(attention, attention_end)
+        self.output = _append_at(output, end)
+        if end == 0:
+            with _naming(output):
+                _append(self.output, self._header)
+        if self.heatmaps:
+            self.heatmaps.mkdir(parents=True, exist_ok=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -163,6 +183,22 @@ def _row_ends(path: Path, quoted: bool, header: str) -> list[int]:
             ends = [first[1]]
         ends.extend(offset for _fields, offset in records)
         return ends
+
+
+def _input_part(layout: Layout, written: bytes) -> object:
+    """What a row as written holds of its input row: the input's fields, or a JSON record without the added keys."""
+    if layout.fmt == "jsonl":
+        try:
+            record = json.loads(written)
+        except ValueError:
+            return None
+        return {key: value for key, value in record.items() if key not in layout.added} \
+            if isinstance(record, dict) else None
+    try:
+        fields = next(_record_ends(io.BytesIO(written), layout.fmt == "csv"), ([], 0))[0]
+    except DataError:
+        return None
+    return fields[:len(layout.columns)]
 
 
 def _record_ends(file: BinaryIO, quoted: bool) -> Iterator[tuple[list[str], int]]:
