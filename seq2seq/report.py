@@ -73,4 +73,3 @@ class TrainingReport:
         """One JSON object, one line of OUTPUT_DIR/metrics.jsonl."""
         with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
-
