@@ -80,11 +80,11 @@ class Start:
                                   "tokenizer, so leave it out")
 
     def corpora(self, new: ParallelCorpus, replay: bool, log: Callable[[str], None], max_target_length: int
-                ) -> tuple[ParallelCorpus, ParallelCorpus]:
-        """What the run trains on (``new``, with the old pairs unless ``replay`` is off) and the cases its
-        best.pt keeps (``new``, then the old pairs). A new pair whose action is over ``max_target_length`` pieces
-        is not trained on (``ParallelDataset`` skips it), so it does not push its alert's old pairs out of the
-        replay either."""
+                ) -> tuple[ParallelCorpus, ParallelCorpus, ParallelCorpus]:
+        """What the run trains on (``new``, with the old pairs unless ``replay`` is off), the cases its best.pt
+        keeps (``new``, then the old pairs) and the new pairs it can learn. A new pair whose action is over
+        ``max_target_length`` pieces is not trained on (``ParallelDataset`` skips it), so it does not push its
+        alert's old pairs out of the replay either."""
         cases = ParallelCorpus(new.path, [*new.examples, *self.old], [])
         too_long = set()
         for example in new.examples:  # fine-tuning keeps the vocabulary: what it cannot write is never learned
@@ -107,6 +107,7 @@ class Start:
             log(f"warning: {new.path}: corrections disagree about {counted(len(torn), 'alert')} "
                 f"({shown(repr(torn[0]))} has {len(answers[torn[0]])} answers); a model learns one answer for each")
         learnable = [e for e in new.examples if e.line not in too_long]  # named above; not counted again below
+        learn = ParallelCorpus(new.path, learnable, new.skipped)
         if not learnable:
             raise DataError(f"{new.path}: every new pair's action is over train.max_target_length "
                             f"({max_target_length}); nothing to learn")
@@ -114,9 +115,9 @@ class Start:
             log(f"{self.path} carries no case memory (a last.pt, or a best.pt written before cases were kept; a run's "
                 f"best.pt has one): nothing is mixed in, training on the {len(learnable)} new pairs alone, and the "
                 "result's past cases are the new pairs only")
-            return ParallelCorpus(new.path, learnable, new.skipped), cases
+            return learn, cases, learn
         if not replay:
-            return ParallelCorpus(new.path, learnable, new.skipped), cases
+            return learn, cases, learn
         read = self.tokenizer.normalize_source  # as the model reads an alert: "phi a bit high" is "PHI A BIT HIGH"
         corrected = {read(e.source) for e in learnable}
         kept = [e for e in self.old if read(e.source) not in corrected]
@@ -125,7 +126,7 @@ class Start:
             f"of {self.path}"
             + (f" ({left} of its pairs {'has' if left == 1 else 'have'} a new pair's alert, and "
                f"{'is' if left == 1 else 'are'} left out)" if (left := len(self.old) - len(kept)) else ""))
-        return ParallelCorpus(new.path, [*learnable * repeats, *kept], new.skipped), cases
+        return ParallelCorpus(new.path, [*learnable * repeats, *kept], new.skipped), cases, learn
 
 
 @dataclass(frozen=True)
@@ -134,16 +135,22 @@ class Learning:
     of them exactly, among those whose dev BLEU is at least a floor (the start's, less ``forget_tolerance``:
     the most corrections learned without forgetting); dev BLEU when none is."""
 
-    pairs: tuple[tuple[str, str], ...]  # distinct (alert, normalised action)
+    answers: tuple[tuple[str, frozenset[str]], ...]  # each distinct alert of the new pairs, its actions (normalised)
 
     @classmethod
     def of(cls, new: ParallelCorpus) -> Learning:
-        return cls(tuple(sorted({(e.source, normalize(e.target)) for e in new.examples})))
+        """The alerts of ``new``, the pairs a run can learn (``Start.corpora``): an alert two pairs answer two ways
+        counts once, learned when it gets either, since a model gives one answer."""
+        actions: dict[str, set[str]] = {}
+        for example in new.examples:
+            actions.setdefault(example.source, set()).add(normalize(example.target))
+        return cls(tuple(sorted((alert, frozenset(found)) for alert, found in actions.items())))
 
     def share(self, recommender: Recommender) -> float:
-        """The share of the pairs whose greedy answer is their action (normalised)."""
-        answers = recommender.translate([alert for alert, _ in self.pairs], SearchConfig(beam_size=1), batch_size=128)
-        return sum(normalize(a) == action for a, (_, action) in zip(answers, self.pairs, strict=True)) / len(self.pairs)
+        """The share of the alerts whose greedy answer is one of their actions (normalised)."""
+        found = recommender.translate([alert for alert, _ in self.answers], SearchConfig(beam_size=1), batch_size=128)
+        return sum(normalize(a) in actions for a, (_, actions) in zip(found, self.answers, strict=True)) \
+            / len(self.answers)
 
     @staticmethod
     def key(bleu: float, learned: float, floor: float) -> tuple[float, ...]:

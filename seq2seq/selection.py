@@ -75,8 +75,9 @@ class Selection:
             return
         _, _, bleu, learned = self.measure()
         self.state["bleu_floor"] = bleu - self.config.forget_tolerance
-        self.log(f"start: dev BLEU {bleu:.2f}, {learned:.0%} of the {len(self.learning.pairs)} new pairs answered "
-                 f"exactly; best.pt: the most of them learned with dev BLEU at least {self.state['bleu_floor']:.2f}")
+        self.log(f"start: dev BLEU {bleu:.2f}; of the {len(self.learning.answers)} alerts the new pairs teach (those "
+                 f"it can learn), {learned:.0%} answered as taught; best.pt: the most of them learned with dev BLEU at "
+                 f"least {self.state['bleu_floor']:.2f}")
 
     def judge(self, step: int) -> Judgement:
         """Validate the model's weights at ``step`` and record them as the best when they rank higher (writing

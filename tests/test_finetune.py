@@ -87,7 +87,7 @@ def test_replay_mixes_the_old_pairs_of_other_alerts_in_with_the_new_ones_at_leas
     start = Start.load(run.best)
     new = read_parallel(corrections)
     lines = []
-    train, cases = start.corpora(new, replay=True, log=lines.append, max_target_length=100)
+    train, cases, _ = start.corpora(new, replay=True, log=lines.append, max_target_length=100)
     pairs = [(e.source, e.target) for e in train.examples]
     corrected = {alert for alert, _ in CORRECTIONS}
     superseded = {(e.source, e.target) for e in start.old if e.source in corrected}
@@ -98,12 +98,25 @@ def test_replay_mixes_the_old_pairs_of_other_alerts_in_with_the_new_ones_at_leas
     assert [(e.source, e.target) for e in cases.examples][:len(CORRECTIONS)] == CORRECTIONS
 
 
+def test_the_share_learned_is_over_the_alerts_a_run_can_learn_each_counted_once(run):
+    start = Start.load(run.best)
+    alert, other = TINY_PAIRS[0][0], TINY_PAIRS[1][0]
+    long_action = " ".join([TINY_PAIRS[0][1]] * 10)
+    pieces = len(start.tokenizer.encode_target(long_action))
+    new = [Example(alert, long_action, 2), Example(other, "inspect a", 3), Example(other, "inspect b", 4)]
+    _, _, learn = start.corpora(ParallelCorpus("c.tsv", new, []), True, lambda line: None, pieces - 1)
+    learning = Learning.of(learn)  # the too-long pair is not trained on; the alert corrected two ways is one alert
+    assert learning.answers == ((other, frozenset({"inspect a", "inspect b"})),)
+    either = SimpleNamespace(translate=lambda alerts, config, batch_size: ["inspect  b "] * len(alerts))
+    assert learning.share(either) == 1.0  # a model gives one answer: either action is all it can learn
+
+
 def test_old_answers_to_a_corrected_alert_are_left_out_whatever_its_case(run):
     start = Start.load(run.best)  # the tiny model reads alerts in lower case, as its training alerts were
     alert = TINY_PAIRS[0][0]
     old = [e for e in start.old if e.source == alert]
     lines = []
-    train, _ = start.corpora(ParallelCorpus("c", [Example(alert.upper(), "new action", 2)], []), True, lines.append,
+    train, _, _ = start.corpora(ParallelCorpus("c", [Example(alert.upper(), "new action", 2)], []), True, lines.append,
                                  100)
     assert old and not [e for e in train.examples if e.source == alert]
     assert (f"({len(old)} of its pairs have a new pair's alert, and are left out)" if len(old) > 1 else
@@ -118,7 +131,7 @@ def test_a_correction_too_long_to_train_on_is_named_and_leaves_its_alert_s_old_a
     pieces = len(start.tokenizer.encode_target(long_action))
     new = [Example(alert, long_action, 2), Example(other, TINY_PAIRS[0][1], 3)]
     lines = []
-    train, cases = start.corpora(ParallelCorpus("c.tsv", new, []), True, lines.append, pieces - 1)
+    train, cases, _ = start.corpora(ParallelCorpus("c.tsv", new, []), True, lines.append, pieces - 1)
     pairs = {(e.source, e.target) for e in train.examples}
     assert old and set(old) <= pairs  # the alert keeps its old answers: its correction is not learned
     assert not [e for e in train.examples if e.source == other and e.target != TINY_PAIRS[0][1]]  # others left out
@@ -170,7 +183,8 @@ def test_init_from_without_train_is_refused_not_a_fine_tuning_on_the_embedded_co
 
 def test_no_replay_trains_on_the_new_pairs_alone_but_keeps_the_old_cases(run, corrections):
     start = Start.load(run.best)
-    train, cases = start.corpora(read_parallel(corrections), replay=False, log=lambda line: None, max_target_length=100)
+    train, cases, _ = start.corpora(read_parallel(corrections), replay=False, log=lambda line: None,
+                                    max_target_length=100)
     assert [(e.source, e.target) for e in train.examples] == CORRECTIONS
     assert len(cases.examples) == len(CORRECTIONS) + len(start.old)
 
@@ -181,7 +195,7 @@ def test_a_checkpoint_without_case_memory_says_once_that_nothing_is_mixed_in(run
     bare = tmp_path / "bare.pt"
     save_atomic(payload, bare)
     lines = []
-    train, _ = Start.load(bare).corpora(ParallelCorpus("c", read_parallel(corrections).examples, []), True,
+    train, _, _ = Start.load(bare).corpora(ParallelCorpus("c", read_parallel(corrections).examples, []), True,
                                         lines.append, 100)
     assert len(train.examples) == len(CORRECTIONS)
     notes = [line for line in lines if not line.startswith("warning: ")]  # the tiny vocabulary lacks "y" (relay)

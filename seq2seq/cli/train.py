@@ -170,15 +170,15 @@ def run_train(args: argparse.Namespace) -> int:
     dev = read_corpus(args.dev or str(EMBEDDED_DATA / "dev.tsv"), args.dev_target, args)
     with process_group(train_config.device) as world:  # a world of one without torchrun
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
-        new = train  # a fine-tuning run's new pairs: best.pt is the checkpoint that learned the most of them
-        train, cases = (start.corpora(train, args.replay, log, train_config.max_target_length) if start
-                        else (train, None))
+        # a fine-tuning run's new pairs it can learn (``new``): best.pt is the checkpoint that learned the most of them
+        train, cases, new = (start.corpora(train, args.replay, log, train_config.max_target_length) if start
+                             else (train, None, None))
         if train_config.members > 1:
             result = train_members(train, dev, args.output_dir, model_config, train_config, tokenizer_config,
                                    args.resume, args.overwrite, log, world, search)
         else:
             result = train_one(args, train, dev, model_config, train_config, tokenizer_config, start, cases, log, world,
-                               new if start else None)
+                               new)
         best = Path(args.output_dir) / "best.pt"
         if world.is_main and search is not None and best.is_file():
             with_search_defaults(best, search)
