@@ -292,6 +292,51 @@ def test_stats_of_an_sqlite_file_without_tables_counts_nothing_and_leaves_it_as_
     assert file_states(path) == before and before[path]
 
 
+def test_records_only_in_the_log_of_a_database_that_cannot_be_opened_for_reading_are_never_left_out(
+        filled, tmp_path, monkeypatch):
+    copy = tmp_path / "copy"  # a read-only folder's file as SQLite sees it: the plain read-only open fails
+    copy.mkdir()
+    for suffix in ("", "-wal"):  # the app still open: its records are in the log
+        (copy / f"feedback.sqlite{suffix}").write_bytes(filled.path.with_name(filled.path.name + suffix).read_bytes())
+    opened = FeedbackStore._open
+
+    def ro_open_fails(self, uri):
+        if "immutable" not in uri:
+            raise sqlite3.OperationalError("unable to open database file")
+        return opened(self, uri)
+
+    monkeypatch.setattr(FeedbackStore, "_open", ro_open_fails)
+    with pytest.raises(DataError, match=r"records are still in feedback\.sqlite-wal beside it"):
+        FeedbackStore(copy / "feedback.sqlite", create=False)
+    (copy / "feedback.sqlite-wal").unlink()  # no log: the file alone is the whole database, read as it is
+    assert FeedbackStore(copy / "feedback.sqlite", create=False).stats()["records"] == 0
+
+
+@pytest.mark.parametrize("schema", ["", "CREATE TABLE feedback (id INTEGER PRIMARY KEY, alert TEXT)"])
+def test_a_file_claiming_the_schema_without_its_table_is_one_line_not_a_traceback(tmp_path, schema):
+    path = tmp_path / "v1.sqlite"
+    db = sqlite3.connect(path)
+    if schema:
+        db.execute(schema)
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    for command in ("stats", "export"):
+        output = ["--output", str(tmp_path / "o.tsv")] if command == "export" else []
+        result = run_cli("feedback", command, "--db", str(path), *output)
+        assert_one_line_error(result, "v1.sqlite: not a feedback database")
+    with pytest.raises(DataError, match="not a feedback database"):
+        FeedbackStore(path)  # the app: refused when opened, not at every click
+
+
+def test_an_alert_or_action_of_invisible_characters_only_is_empty(store):
+    for invisible in ("\u200b", "\ufeff", "\u00ad\u2060"):
+        with pytest.raises(DataError, match="the alert is empty"):
+            Feedback.checked(invisible, "inspect pump", "wrong", "replace pump")
+        assert Feedback.checked("pump noisy", "inspect pump", "wrong", invisible).action is None
+    assert store.stats()["learnable"] == 0
+
+
 def test_export_of_a_missing_database_is_a_one_line_error_and_creates_nothing(tmp_path):
     result = run_cli("feedback", "export", "--db", str(tmp_path / "none.sqlite"), "--output", str(tmp_path / "o.tsv"))
     assert_one_line_error(result, "none.sqlite", "not found")

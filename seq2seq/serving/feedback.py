@@ -30,6 +30,7 @@ from urllib.parse import quote
 
 from seq2seq.errors import CONTROLS, DataError, shown, typed_text_fault
 from seq2seq.files import utf8_fault
+from seq2seq.tokenizer import normalize
 
 VERDICTS = ("right", "wrong")
 MAX_TEXT = 10_000  # characters of an alert, recommendation or correction
@@ -99,9 +100,9 @@ class Feedback:
         if verdict not in VERDICTS:
             got = shown(verdict) if isinstance(verdict, str) else type(verdict).__name__
             raise DataError(f"feedback: verdict must be 'right' or 'wrong', got {got!r}")
-        if not texts["alert"].strip():
+        if not normalize(texts["alert"]):  # blanks, or invisible characters alone (a zero-width space)
             raise DataError("feedback: the alert is empty")
-        if verdict == "right" and not texts["recommendation"].strip():
+        if verdict == "right" and not normalize(texts["recommendation"]):
             raise DataError("feedback: 'right' needs the recommendation it approves, and it is empty")
         return cls(texts["alert"], texts["recommendation"], verdict, texts["correction"], texts["technician"])
 
@@ -110,7 +111,7 @@ class Feedback:
         """What was done, as a training target: the correction, else the recommendation marked right, else
         None (a 'wrong' with no correction says what not to do, not what to do); as ``one_line`` writes it."""
         for text in (self.correction, self.recommendation if self.verdict == "right" else ""):
-            if text.split():
+            if normalize(text):  # as training reads it: invisible characters alone are no action
                 return one_line(text)
         return None
 
@@ -188,7 +189,14 @@ class FeedbackStore:
         try:
             try:
                 version = self._open(uri)
-            except sqlite3.OperationalError:
+            except sqlite3.OperationalError as err:
+                # Read as immutable, SQLite ignores the log beside the file: records still in it would be left out
+                # without a word. Only a file with no such log is read that way.
+                if log := next((log for log in (_sibling(self.path, "-wal"), _sibling(self.path, "-journal"))
+                                if log.is_file() and log.stat().st_size), None):
+                    raise DataError(f"{self.path}: cannot read the feedback database ({err}), and records are still in "
+                                    f"{log.name} beside it; read it where SQLite may write (a copy of the folder), or "
+                                    "once the app has closed it") from None
                 version = self._open(uri + "&immutable=1")
             if version < SCHEMA_VERSION:
                 memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -219,9 +227,15 @@ class FeedbackStore:
             raise DataError(f"{self.path}: feedback schema version {version}, this program reads up to "
                             f"{SCHEMA_VERSION}; use a newer seq2seq")
         tables = self._db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-        if version == 0 and tables:
+        if (version == 0 and tables) or version < 0:
             raise DataError(f"{self.path}: an SQLite file holding other tables, not a feedback database; "
                             "choose another path")
+        if version == SCHEMA_VERSION:  # another program may have set the number alone
+            found = {row[1] for row in self._db.execute("PRAGMA table_info(feedback)")}
+            if missing := [name for name in COLUMNS if name not in found]:
+                raise DataError(f"{self.path}: not a feedback database (schema version {version}, but "
+                                + ("no table feedback)" if not found else f"its feedback table has no column "
+                                                                          f"{missing[0]!r})"))
         return version
 
     def _migrate(self) -> None:
@@ -303,6 +317,11 @@ class FeedbackStore:
                 "translators": len({r.shown.translator for r in records if r.shown.translator}),
                 "technicians": len({f.technician.strip() for f in feedback if f.technician.strip()}),
                 "first": records[0].time if records else None, "last": records[-1].time if records else None}
+
+
+def _sibling(path: Path, suffix: str) -> Path:
+    """The file SQLite keeps beside ``path`` under ``suffix`` (its write-ahead log, "-wal", or rollback journal)."""
+    return path.with_name(path.name + suffix)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
