@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+import torch
 from support import DRIFT_SENSOR, DRIFT_UNIT, trained, trained_rul
 
 from seq2seq.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
 from seq2seq.recommender import Recommender
+from seq2seq.rul import monitor as monitor_module
 from seq2seq.rul.cmapss import Engine, read_cmapss
-from seq2seq.rul.monitor import EngineMonitor
+from seq2seq.rul.monitor import BEYOND_CAP, EngineMonitor, beyond_training
 from seq2seq.rul.windows import HEALTH_STATES, health_state
 from seq2seq.serving.figures import attention_figure, deviation_figure, recommendation_figures
 
@@ -75,6 +79,19 @@ def test_a_reading_far_beyond_the_fleet_is_warned_about_and_ordinary_engines_get
     symbol = SENSORS[kept - 1].symbol
     assert warning.startswith(f"sensor {symbol} reads 1e+06 at cycle {engine.cycles[5]}, ")
     assert "training standard deviations from the fleet's mean: a faulty reading?" in warning
+
+
+def test_a_rul_well_past_the_longest_the_model_learned_is_warned_about(rul_run, monitor, reports, monkeypatch):
+    """An FD001 engine saved with whole-number readings read "RUL 157 cycles, healthy" (cap 125) at 46, unwarned."""
+    assert not [w for report in reports.values() for w in report.warnings if "beyond the longest" in w]
+    cap = monitor.config.rul_cap
+    assert beyond_training(BEYOND_CAP * cap, monitor.config) == []
+    predicted = monitor_module.predict
+    monkeypatch.setattr(monitor_module, "predict", lambda model, x, mask: dataclasses.replace(
+        predicted(model, x, mask), rul=torch.full((x.shape[0],), BEYOND_CAP * cap + 1)))  # (L,)
+    warnings = monitor.analyse(read_cmapss(rul_run.train)[0]).warnings
+    assert f"the predicted RUL of {BEYOND_CAP * cap + 1:.0f} cycles is beyond the longest the model learned ({cap}): " \
+           "these readings are unlike its training data" in " | ".join(warnings)
 
 
 @pytest.mark.parametrize(("kept", "words"), [

@@ -236,6 +236,21 @@ def test_a_small_model_fits_synthetic_engines_far_better_than_the_mean(rul_run):
     assert evaluate_windows(monitor.model, held_out).rmse < 0.5 * rmse(mean.expand_as(held_out.rul), held_out.rul)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA (CI has none)")
+def test_overwrite_onto_a_device_the_machine_lacks_is_refused_before_the_earlier_run_is_deleted(rul_run, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "best.pt").write_bytes(b"an earlier run")
+    result = run_cli("rul", "train", "--data", str(rul_run.train), "--output-dir", str(run), "--config",
+                     str(rul_run.config), "--epochs", "1", "--overwrite", "--device", "cuda")
+    assert_one_line_error(result, "--device cuda: no CUDA device is available")
+    assert (run / "best.pt").read_bytes() == b"an earlier run"
+    result = run_cli("rul", "train", "--data", str(rul_run.train), "--output-dir", str(tmp_path / "new"), "--config",
+                     str(rul_run.config), "--epochs", "1", "--device", "cuda")
+    assert_one_line_error(result, "--device cuda")
+    assert not (tmp_path / "new").exists()
+
+
 # A run's folder: never replaced silently; --resume, --overwrite
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from seq2seq.checkpoint import file_fingerprint
 from seq2seq.cli.common import path_flag
 from seq2seq.cli.translate import search_flags
-from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from_dict
+from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from_dict, resolve_device
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.errors import ConfigError, DataError, FleetError
 from seq2seq.recommender import Recommendation, Recommender
@@ -95,6 +95,7 @@ def run_train(args: argparse.Namespace) -> int:
     source = args.data or "synthetic engines"
     with fleet_named(source):  # engines no model can be trained on, refused before the run's folder is touched
         Preprocessor.fit(split_engines(engines, config)[0], config)
+    resolve_device(config.device)  # a device this machine lacks: refused before --overwrite deletes the old run
     # After the data is read (a bad file leaves an old run in place), before any log line (a refusal stands alone)
     prepare_run(Path(args.output_dir), config, args.resume, args.overwrite, fingerprint)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731

@@ -31,6 +31,10 @@ from seq2seq.rul.windows import HEALTH_STATES, health_state, windows
 # engines stay within about 14 (the default RUL model, all of train_FD001.txt), a typo or a dead sensor lies far
 # beyond (T24 at 1e6: about 2 million; every sensor at 1.0: about 1,300).
 IMPLAUSIBLE_Z = 100.0
+# The model learned remaining lives up to rul_cap; a prediction past this multiple of it reads wear it never saw.
+# Every train_FD001.txt engine cut at 5, 20 and 50 cycles and whole stays within 1.13 (the default RUL model); the
+# engine 1 file saved with readings rounded to whole numbers reads 1.26 ("RUL 157 cycles, healthy" at 46).
+BEYOND_CAP = 1.2
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,16 @@ def missing_cycles(engine: Engine) -> list[str]:
     span = f"cycle {first} is" if first == last and not more else f"cycles {first}-{last}{more} are"
     return [f"{span} missing from the history: the model reads the cycles either side of a gap as successive, so "
             "the RUL and health may be wrong"]
+
+
+def beyond_training(rul: float, config: RulConfig) -> list[str]:
+    """A warning when the predicted RUL lies well past the longest remaining life the model learned (``BEYOND_CAP``):
+    readings unlike any it was trained on (rounded, from another engine type), which it may call healthy."""
+    if rul <= BEYOND_CAP * config.rul_cap:
+        return []
+    return [f"the predicted RUL of {rul:.0f} cycles is beyond the longest the model learned ({config.rul_cap}): "
+            "these readings are unlike its training data (rounded? another engine type?), so the RUL and health may "
+            "be wrong"]
 
 
 def implausible_readings(engine: Engine, values: np.ndarray, kept: list[int], symbols: list[str]) -> list[str]:
@@ -131,7 +145,8 @@ class EngineMonitor:
         if recommender is not None and alerts:
             recommendations = recommender.recommend([alert.phrase for alert in alerts], search)
         return EngineReport(
-            warnings=implausible_readings(engine, values, kept, symbols) + missing_cycles(engine) + disagreement,
+            warnings=implausible_readings(engine, values, kept, symbols) + missing_cycles(engine)
+            + beyond_training(rul, self.config) + disagreement,
             unit=engine.unit, rul=rul, health=health,
             health_probabilities=dict(zip(HEALTH_STATES, probabilities, strict=True)),
             window_cycles=[int(c) for c in engine.cycles[L - n:]], attention=attention.tolist(),
