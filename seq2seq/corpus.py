@@ -37,25 +37,42 @@ class Example:
     line: int  # 1-based physical line where the record starts (or record number), for messages
 
 
+EMPTY = "an empty source or target"  # why most skipped pairs are skipped
+
+
 @dataclass
 class ParallelCorpus:
     path: str
     examples: list[Example]
-    skipped: list[tuple[int, str]]  # (line, reason) of pairs with an empty source or target
+    skipped: list[tuple[int, str]]  # (line, reason) of records skipped: an empty source or target, a repeated header
 
     def summary(self) -> str:
-        """One line, e.g. "x.tsv: skipped 3 of 120 pairs with an empty source or target (lines 4, 9, 12)"."""
+        """One line, e.g. "x.tsv: skipped 3 of 120 pairs with an empty source or target (lines 4, 9, 12)", each
+        other reason named apart: "...: 1 with an empty source or target (line 4); 1 repeats the header row ..."."""
         total = len(self.examples) + len(self.skipped)
         if not self.skipped:
             return f"{self.path}: read {total} pairs, none skipped"
-        lines = [str(line) for line, _ in self.skipped[:10]]
-        if len(self.skipped) > 10:
-            lines.append(f"... {len(self.skipped) - 10} more")
-        word = "line" if len(self.skipped) == 1 else "lines"
-        return (
-            f"{self.path}: skipped {len(self.skipped)} of {total} pairs with an empty source or target "
-            f"({word} {', '.join(lines)})"
-        )
+        return f"{self.path}: skipped {len(self.skipped)} of {total} pairs{_reasons(self.skipped)}"
+
+
+def _reasons(skipped: list[tuple[int, str]]) -> str:
+    """Why pairs were skipped, each reason with its lines (the first 10): " with an empty source or target (line
+    4)" when that is the only one, else ": 1 with an empty source or target (line 4); 2 that repeat the header ..."."""
+    by_reason: dict[str, list[int]] = {}
+    for line, reason in skipped:
+        by_reason.setdefault(EMPTY if reason.startswith("empty ") else reason, []).append(line)
+
+    def lines(found: list[int]) -> str:
+        shown_lines = [str(line) for line in found[:10]] + ([f"... {len(found) - 10} more"] if len(found) > 10 else [])
+        return f"({'line' if len(found) == 1 else 'lines'} {', '.join(shown_lines)})"
+
+    def said(reason: str, found: list[int]) -> str:  # "1 that repeats the header row", "2 that repeat it"
+        verb = reason if len(found) == 1 else reason.replace("repeats ", "repeat ", 1)
+        return f"{len(found)} {'with' if reason == EMPTY else 'that'} {verb} {lines(found)}"
+
+    if list(by_reason) == [EMPTY]:
+        return f" with {EMPTY} {lines(by_reason[EMPTY])}"
+    return ": " + "; ".join(said(reason, found) for reason, found in by_reason.items())
 
 
 def read_parallel(
@@ -105,7 +122,7 @@ def _collect(path: Path, records: Iterator[tuple[int, str | None, str]]) -> Para
         else:
             examples.append(Example(source.strip(), target.strip(), line))
     if not examples:
-        why = f"all {len(skipped)} have an empty source or target" if skipped else "it holds no records"
+        why = f"all {len(skipped)} skipped{_reasons(skipped)}" if skipped else "it holds no records"
         raise DataError(f"{path}: no usable pairs ({why})")
     return ParallelCorpus(str(path), examples, skipped)
 

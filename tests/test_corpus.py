@@ -115,7 +115,11 @@ def test_a_header_repeated_where_two_files_were_joined_is_skipped_and_said_not_t
     corpus = read_parallel(write_file(name, text))
     assert pairs_of(corpus) == [("pump hot", "cool pump"), ("fan hot", "check fan")]
     assert corpus.skipped == [(3, "repeats the header row (two files joined into one?)")]
-    assert "skipped 1 of 3 pairs" in corpus.summary()
+    assert corpus.summary().endswith("skipped 1 of 3 pairs: 1 that repeats the header row (two files joined into "
+                                     "one?) (line 3)")  # not "with an empty source or target", as it once said
+    mixed = read_parallel(write_file(name, text + f"{sep}\n" + f"source{sep}target\n"))
+    assert mixed.summary().endswith("skipped 3 of 5 pairs: 2 that repeat the header row (two files joined into one?) "
+                                    "(lines 3, 6); 1 with an empty source or target (line 5)")
 
 
 # reading: every bad input is a one-line DataError naming the file and the line
@@ -158,7 +162,8 @@ def test_a_target_is_never_the_column_left_over_but_named_or_given(tmp_tsv):
         ("x.jsonl", '{"message": "a", "target": "b"}\n', "line 1: no key 'source' or 'problem' or 'alert'"),
         ("x.tsv", "", "empty file"),
         ("x.tsv", "source\ttarget\n", "no usable pairs"),
-        ("x.tsv", "source\ttarget\n\t\n \tb\n", "no usable pairs (all 2 have an empty source or target)"),
+        ("x.tsv", "source\ttarget\n\t\n \tb\n",
+         "no usable pairs (all 2 skipped with an empty source or target (lines 2, 3))"),
         ("x.src", "a\n", "unknown format"),
         ("x.xlsx", "a\n", "unknown format"),
     ],
