@@ -82,7 +82,8 @@ def build_trainer(train: ParallelCorpus, dev: ParallelCorpus, output_dir: str | 
         trainer.load_training_state(payload["training_state"])
         trainer.report.resumed(trainer.state["step"])
         best = trainer.selection.state["best_bleu"]
-        log(f"resumed {last} at step {trainer.state['step']} (best dev BLEU {best:.2f})")
+        log(f"resumed {last} at step {trainer.state['step']} "
+            + (f"(best dev BLEU {best:.2f})" if best >= 0 else "(no validation yet)"))
     return trainer
 
 

@@ -337,6 +337,13 @@ def test_an_alert_or_action_of_invisible_characters_only_is_empty(store):
     assert store.stats()["learnable"] == 0
 
 
+@pytest.mark.parametrize("name", ["corrections.csv", "c.JSONL", "c.xlsx"])
+def test_export_under_another_format_s_name_is_refused_as_train_would_misread_it(filled, tmp_path, name):
+    result = run_cli("feedback", "export", "--db", str(filled.path), "--output", str(tmp_path / name))
+    assert_one_line_error(result, f"{name}: export writes tab-separated pairs", "name it .tsv")
+    assert not (tmp_path / name).exists()
+
+
 def test_export_of_a_missing_database_is_a_one_line_error_and_creates_nothing(tmp_path):
     result = run_cli("feedback", "export", "--db", str(tmp_path / "none.sqlite"), "--output", str(tmp_path / "o.tsv"))
     assert_one_line_error(result, "none.sqlite", "not found")

@@ -19,6 +19,9 @@ from seq2seq.writing import check_replaceable, write_atomic
 SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
 
 
+OTHER_FORMATS = (".csv", ".json", ".jsonl", ".xlsx", ".xls")  # names that promise another format than TSV
+
+
 def add_feedback_parser(commands: argparse._SubParsersAction) -> None:
     feedback = commands.add_parser("feedback", help="the technicians' feedback database: export corrections, counts")
     sub = feedback.add_subparsers(dest="feedback_command", metavar="{export,stats}", required=True)
@@ -47,6 +50,9 @@ def run_export(args: argparse.Namespace) -> int:
                             f"({db}); choose another file")
     if output.is_dir():
         raise DataError(f"{output}: is a directory; --output needs a file name")
+    if output.suffix.lower() in OTHER_FORMATS:  # train would read it as that format, and refuse it
+        raise DataError(f"{output}: export writes tab-separated pairs, which a {output.suffix} file would not be "
+                        "read as; name it .tsv")
     check_replaceable(output)
     check_distinct({}, {"--output": output}, None)  # a file where its folder should be, named with the output
     store = FeedbackStore(db, create=False)
