@@ -97,12 +97,14 @@ def test_copy_with_separate_vocabularies_is_refused_before_writing_anything(tmp_
 
 
 @pytest.mark.parametrize("values", [{"window": 0}, {"critical_below": 90}, {"epochs": -1}, {"kernel_size": 2},
-                                    {"validation_engines": 0}])  # no engine to select the model on
+                                    {"validation_engines": 0},  # no engine to select the model on
+                                    {"rul_cap": 10}, {"rul_cap": 80}])  # no engine would read as healthy
 def test_rul_train_refuses_an_out_of_range_config_value(tmp_path, values):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"rul": values}), encoding="utf-8")
     result = run_cli("rul", "train", "--output-dir", str(tmp_path / "run"), "--config", str(config))
-    assert_one_line_error(result, f"{config}: rul: ")
+    line = assert_one_line_error(result, f"{config}: rul: ")
+    assert "rul_cap" not in values or f"rul_cap ({values['rul_cap']}) must be above degrading_below (80)" in line
     assert not (tmp_path / "run").exists()
 
 

@@ -12,6 +12,7 @@ from support import DRIFT_SENSOR, DRIFT_UNIT, trained, trained_rul
 from seq2seq.catalog import DIRECTIONS, SENSORS, STRENGTHS, sensor_alert
 from seq2seq.recommender import Recommender
 from seq2seq.rul import monitor as monitor_module
+from seq2seq.rul.alerts import BASELINE_CYCLES
 from seq2seq.rul.cmapss import Engine, read_cmapss
 from seq2seq.rul.monitor import BEYOND_CAP, EngineMonitor, beyond_training
 from seq2seq.rul.windows import HEALTH_STATES, health_state
@@ -79,6 +80,17 @@ def test_a_reading_far_beyond_the_fleet_is_warned_about_and_ordinary_engines_get
     symbol = SENSORS[kept - 1].symbol
     assert warning.startswith(f"sensor {symbol} reads 1e+06 at cycle {engine.cycles[5]}, ")
     assert "training standard deviations from the fleet's mean: a faulty reading?" in warning
+
+
+def test_a_history_starting_past_its_reference_cycles_is_warned_about(rul_run, monitor):
+    """FD001 engine 1 from cycle 140 called its three sharp drifts moderate: its first cycles were worn already."""
+    engine = read_cmapss(rul_run.train)[0]
+    for start, warned in ((0, False), (BASELINE_CYCLES - 1, False), (BASELINE_CYCLES, True)):  # cycle start + 1
+        late = Engine(engine.unit, engine.cycles[start:], engine.settings[start:], engine.sensors[start:])
+        said = [w for w in monitor.analyse(late).warnings if w.startswith("the history starts at cycle")]
+        assert said == ([f"the history starts at cycle {start + 1}: the alerts compare the last cycles with its first "
+                         "ones, which may be worn already, so the alerts may read weaker than the wear is"]
+                        if warned else [])
 
 
 def test_a_rul_well_past_the_longest_the_model_learned_is_warned_about(rul_run, monitor, reports, monkeypatch):

@@ -77,7 +77,12 @@ def rul_config(args: argparse.Namespace) -> RulConfig:
     for flag, key in (("epochs", "epochs"), ("max_minutes", "max_minutes"), ("seed", "seed"), ("device", "device")):
         if getattr(args, flag) is not None:
             values[key], flags[key] = getattr(args, flag), "--" + flag.replace("_", "-")
-    return from_dict(RulConfig, values, f"{args.config or 'options'}: rul", flags)
+    config = from_dict(RulConfig, values, f"{args.config or 'options'}: rul", flags)
+    if config.rul_cap <= config.degrading_below:  # a rule of training: a loaded model's config may be replaced
+        raise ConfigError(f"{args.config or 'options'}: rul: rul_cap ({config.rul_cap}) must be above degrading_below "
+                          f"({config.degrading_below}): the model predicts at most rul_cap cycles, so no engine "
+                          "would read as healthy")
+    return config
 
 
 def run_rul(args: argparse.Namespace) -> int:

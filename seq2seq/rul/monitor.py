@@ -19,7 +19,7 @@ import torch
 from seq2seq.config import RulConfig, SearchConfig
 from seq2seq.errors import DataError, counted
 from seq2seq.recommender import Recommendation, Recommender
-from seq2seq.rul.alerts import Alert, engine_alerts, too_short
+from seq2seq.rul.alerts import BASELINE_CYCLES, Alert, engine_alerts, too_short
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.evaluate import predict
 from seq2seq.rul.model import RulModel
@@ -72,6 +72,17 @@ def missing_cycles(engine: Engine) -> list[str]:
     span = f"cycle {first} is" if first == last and not more else f"cycles {first}-{last}{more} are"
     return [f"{span} missing from the history: the model reads the cycles either side of a gap as successive, so "
             "the RUL and health may be wrong"]
+
+
+def late_start(engine: Engine) -> list[str]:
+    """A warning when the history starts after its first BASELINE_CYCLES cycles: the alerts measure the last cycles
+    against the first ones given, which are then worn already (FD001 engine 1 from cycle 140 called its three
+    sharp drifts moderate). The RUL does not use that reference."""
+    first = int(engine.cycles[0])
+    if first <= BASELINE_CYCLES:
+        return []
+    return [f"the history starts at cycle {first}: the alerts compare the last cycles with its first ones, which may "
+            "be worn already, so the alerts may read weaker than the wear is"]
 
 
 def beyond_training(rul: float, config: RulConfig) -> list[str]:
@@ -145,7 +156,7 @@ class EngineMonitor:
         if recommender is not None and alerts:
             recommendations = recommender.recommend([alert.phrase for alert in alerts], search)
         return EngineReport(
-            warnings=implausible_readings(engine, values, kept, symbols) + missing_cycles(engine)
+            warnings=implausible_readings(engine, values, kept, symbols) + missing_cycles(engine) + late_start(engine)
             + beyond_training(rul, self.config) + disagreement,
             unit=engine.unit, rul=rul, health=health,
             health_probabilities=dict(zip(HEALTH_STATES, probabilities, strict=True)),
