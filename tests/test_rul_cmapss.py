@@ -155,6 +155,21 @@ def test_an_engine_with_inconsistent_shapes_is_rejected():
         Engine(3, np.arange(0), np.zeros((0, 3)), np.zeros((0, 21)))
 
 
+@pytest.mark.parametrize(("cycles", "words"), [
+    ([3, 2, 1], "cycles must be strictly increasing, but cycle 2 follows cycle 3"),
+    ([1, 2, 2], "cycle 2 follows cycle 2"), ([1, 1.5, 2], "whole numbers from 1 on"), ([-1, 0, 1], "from 1 on"),
+])
+def test_an_engine_a_program_builds_is_held_to_the_cycles_a_file_is(cycles, words):
+    """The reader refused these in a file; built in code, they were analysed without a word."""
+    with pytest.raises(DataError, match=f"engine 7: .*{words}"):
+        Engine(7, cycles, np.zeros((3, 3)), np.zeros((3, 21)))
+
+
+def test_an_engine_given_lists_holds_arrays():
+    engine = Engine(7, [1, 2, 3], [[0.0] * 3] * 3, [[1.0] * 21] * 3)  # a TypeError deep in the monitor, once
+    assert isinstance(engine.sensors, np.ndarray) and engine.sensors.shape == (3, 21)
+
+
 def test_rul_file_round_trips_and_gives_each_unit_its_own_line(tmp_path):
     path = tmp_path / "RUL_FD001.txt"
     write_rul(path, np.array([112.0, 98.0, 69.5]))

@@ -45,6 +45,8 @@ class Engine:
     sensors: np.ndarray  # (L, 21) float, sensors 1-21 in catalog order (columns 6-26)
 
     def __post_init__(self) -> None:
+        for name in ("cycles", "settings", "sensors"):  # lists, as a program may pass, became a TypeError later
+            object.__setattr__(self, name, np.asarray(getattr(self, name)))
         L = len(self.cycles)
         expected = {"cycles": (L,), "settings": (L, N_SETTINGS), "sensors": (L, N_SENSORS)}
         for name, shape in expected.items():
@@ -53,6 +55,14 @@ class Engine:
                 raise DataError(f"engine {self.unit}: {name} has shape {found}, expected {shape}")
         if L == 0:
             raise DataError(f"engine {self.unit}: no cycles")
+        cycles = self.cycles
+        if not np.issubdtype(cycles.dtype, np.number) or not np.all(np.isfinite(cycles) & (cycles == np.round(cycles))
+                                                                    & (cycles >= 1)):
+            raise DataError(f"engine {self.unit}: cycles must be whole numbers from 1 on")
+        if len(back := np.flatnonzero(np.diff(cycles) <= 0)):  # the reader refuses it in a file; a program may not
+            later, earlier = cycles[back[0] + 1], cycles[back[0]]
+            raise DataError(f"engine {self.unit}: cycles must be strictly increasing, but cycle {later:g} follows "
+                            f"cycle {earlier:g}")
 
     @property
     def length(self) -> int:
