@@ -85,8 +85,12 @@ def test_evaluate_gives_each_unit_its_own_line_of_the_rul_file_when_the_test_fil
         return run_cli("rul", "evaluate", "--model", str(rul_run.output_dir / "best.pt"), "--test",
                        str(tmp_path / test), "--rul", str(rul), "--json")
 
-    assert json.loads(evaluate("test13.txt", rul_run.rul).stdout) == json.loads(
-        evaluate("test12.txt", tmp_path / "rul12.txt").stdout)
+    subset = evaluate("test13.txt", rul_run.rul)
+    assert json.loads(subset.stdout) == json.loads(evaluate("test12.txt", tmp_path / "rul12.txt").stdout)
+    # a subset is scored, and said so: another test set's truth would be scored without a word otherwise
+    assert subset.stderr.strip() == (f"note: {rul_run.rul}: 2 of its {len(lives)} lines used, one per engine of "
+                                     f"{tmp_path / 'test13.txt'} (is it this test file's truth?)")
+    assert evaluate("test12.txt", tmp_path / "rul12.txt").stderr == ""
     assert_one_line_error(evaluate("test13.txt", tmp_path / "rul12.txt"), "2 lines, and none for unit 3")
 
 

@@ -133,6 +133,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     # unit order, so that the sums come out alike
     engines = sorted(read_cmapss(args.test), key=lambda engine: engine.unit)
     true_rul = read_rul(args.rul, [engine.unit for engine in engines])
+    if (lines := len(read_rul(args.rul))) > len(engines):  # any subset may be scored; another set's truth may not
+        print(f"note: {args.rul}: {len(engines)} of its {lines} lines used, one per engine of {args.test} (is it "
+              "this test file's truth?)", file=sys.stderr)
     # The truth's cap is the protocol's, not the model's: a model trained with a lower cap must not be scored
     # against an easier truth. Only the targets depend on it, not what the model reads.
     truth = replace(monitor.config, rul_cap=args.cap or UNCAPPED)
