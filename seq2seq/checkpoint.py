@@ -37,7 +37,7 @@ from torch import nn
 from seq2seq.config import ModelConfig, SearchConfig, from_dict
 from seq2seq.ensemble import Ensemble
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
-from seq2seq.files import SNIFF_BYTES, file_sha256, make_folder
+from seq2seq.files import SNIFF_BYTES, check_folder_path, file_sha256, make_folder
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.writing import replacing, write_atomic
@@ -77,6 +77,7 @@ def check_run_folder(folder: Path, resume: bool, overwrite: bool, lasts: list[Pa
     the message when there is none); without ``resume`` or ``overwrite``, any of ``holds`` there refuses it."""
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other")
+    check_folder_path(folder)  # before the run's first log line, which would stand above the refusal
     if resume and not any(path.is_file() for path in lasts):
         raise ConfigError(f"--resume: nothing to resume in {folder} (no {lasts_named})")
     found = next((path for path in holds if path.exists()), None)

@@ -54,13 +54,20 @@ def open_binary(path: Path, mode: str) -> BinaryIO:
         raise file_error(path, err) from None
 
 
+def check_folder_path(path: Path) -> None:
+    """A one-line DataError when a file lies where the folder ``path`` or one of its parents must be."""
+    nearest = next((p for p in (path, *path.parents) if p.exists()), None)  # the first that exists
+    if nearest is not None and not nearest.is_dir():
+        raise DataError(f"{nearest}: is a file, but {path} needs it to be a folder")
+
+
 def make_folder(path: Path) -> None:
     """Create the folder ``path`` and its parents; a file in the way is a one-line DataError naming it."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        blocking = next(p for p in (path, *path.parents) if p.exists() and not p.is_dir())
-        raise DataError(f"{blocking}: is a file, but {path} needs it to be a folder") from None
+        check_folder_path(path)
+        raise
     except OSError as err:  # read-only, no permission: it cannot be made, which "cannot read" would not say
         raise DataError(f"{path}: cannot create the folder ({err.strerror or err})") from None
 

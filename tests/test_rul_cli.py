@@ -255,6 +255,16 @@ def test_overwrite_onto_a_device_the_machine_lacks_is_refused_before_the_earlier
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.parametrize("where", ["notes.txt", "notes.txt/run"])
+def test_an_output_dir_that_is_or_lies_under_a_file_is_refused_before_any_log_line(rul_run, tmp_path, where):
+    (tmp_path / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    result = run_cli("rul", "train", "--data", str(rul_run.train), "--output-dir", str(tmp_path / where), "--config",
+                     str(rul_run.config), "--epochs", "1")
+    assert_one_line_error(result, f"{tmp_path / 'notes.txt'}: is a file, but {tmp_path / where} needs it to be a "
+                                  "folder")
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "keep me\n"
+
+
 # A run's folder: never replaced silently; --resume, --overwrite
 
 
