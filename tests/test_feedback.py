@@ -329,6 +329,17 @@ def test_a_file_claiming_the_schema_without_its_table_is_one_line_not_a_tracebac
         FeedbackStore(path)  # the app: refused when opened, not at every click
 
 
+def test_a_negative_schema_version_is_not_a_feedback_database(tmp_path):
+    path = tmp_path / "neg.sqlite"
+    FeedbackStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = -1")  # it read "table feedback already exists", a migration run again
+    db.commit()
+    db.close()
+    assert_one_line_error(run_cli("feedback", "stats", "--db", str(path)), "neg.sqlite: an SQLite file holding "
+                          "other tables, not a feedback database")
+
+
 def test_an_alert_or_action_of_invisible_characters_only_is_empty(store):
     for invisible in ("\u200b", "\ufeff", "\u00ad\u2060"):
         with pytest.raises(DataError, match="the alert is empty"):
