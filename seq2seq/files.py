@@ -54,11 +54,12 @@ def open_binary(path: Path, mode: str) -> BinaryIO:
         raise file_error(path, err) from None
 
 
-def check_folder_path(path: Path) -> None:
-    """A one-line DataError when a file lies where the folder ``path`` or one of its parents must be."""
+def check_folder_path(path: Path, needed_by: str | None = None) -> None:
+    """A one-line DataError when a file lies where the folder ``path`` or one of its parents must be; the message
+    names what needs the folder (``needed_by``: "--output out/x.csv"), else ``path`` itself."""
     nearest = next((p for p in (path, *path.parents) if p.exists()), None)  # the first that exists
     if nearest is not None and not nearest.is_dir():
-        raise DataError(f"{nearest}: is a file, but {path} needs it to be a folder")
+        raise DataError(f"{nearest}: is a file, but {needed_by or path} needs it to be a folder")
 
 
 def make_folder(path: Path) -> None:

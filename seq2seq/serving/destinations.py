@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 import torch
 
 from seq2seq.errors import DataError, shown
-from seq2seq.files import file_sha256, make_folder
+from seq2seq.files import check_folder_path, file_sha256, make_folder
 from seq2seq.recommender import Recommender
 from seq2seq.writing import sync_folder
 
@@ -76,7 +76,8 @@ def check_distinct(reads: dict[str, Path | None], writes: dict[str, Path | None]
         if heatmaps is not None and _same_file(path.parent, heatmaps) and _HEATMAP_NAME.fullmatch(path.name):
             raise DataError(f"{path}: {option} lies in the --heatmaps folder under a heatmap's name")
     for option, path in destinations:
-        _check_folders(path, option, folder=option == "--heatmaps")
+        # the nearest existing ancestor of the path (the path itself for the heatmap folder) must be a folder
+        check_folder_path(path if option == "--heatmaps" else path.parent, f"{option} {path}")
         for other_option, other in named:
             if Path(os.path.realpath(other)) in Path(os.path.realpath(path)).parents:
                 raise DataError(f"{other}: is {_the(other_option)}, but {option} {path} needs it to be a folder")
@@ -94,15 +95,6 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.exists() and b.exists() and a.samefile(b)
     except OSError:
         return False
-
-
-def _check_folders(path: Path, option: str, folder: bool) -> None:
-    """The nearest existing ancestor of ``path`` (``path`` itself for a folder) must be a folder."""
-    for candidate in ([path] if folder else []) + list(path.parents):
-        if candidate.exists():
-            if not candidate.is_dir():
-                raise DataError(f"{candidate}: is a file, but {option} {path} needs it to be a folder")
-            return
 
 
 def job_record(input_path: Path, recommender: Recommender, settings: dict[str, Any]) -> dict[str, Any]:
