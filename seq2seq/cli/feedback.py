@@ -13,11 +13,8 @@ from seq2seq.cli.common import path_flag
 from seq2seq.errors import DataError
 from seq2seq.files import make_folder
 from seq2seq.serving.destinations import check_distinct
-from seq2seq.serving.feedback import FeedbackStore, one_line
+from seq2seq.serving.feedback import SIDECARS, FeedbackStore, one_line, sidecar
 from seq2seq.writing import check_replaceable, write_atomic
-
-SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
-
 
 OTHER_FORMATS = (".csv", ".json", ".jsonl", ".xlsx", ".xls")  # names that promise another format than TSV
 
@@ -43,9 +40,9 @@ def run_export(args: argparse.Namespace) -> int:
     db, output = Path(args.db), Path(args.output)
     real = Path(os.path.realpath(db))  # SQLite keeps its files beside the file a link names
     for suffix in SIDECARS:  # checked before the database is opened: a refused export changes nothing
-        sidecar = real.with_name(real.name + suffix)
-        if os.path.realpath(output) == os.path.realpath(sidecar) or (
-                output.exists() and sidecar.exists() and output.samefile(sidecar)):
+        beside = sidecar(real, suffix)
+        if os.path.realpath(output) == os.path.realpath(beside) or (
+                output.exists() and beside.exists() and output.samefile(beside)):
             raise DataError(f"{output}: --output is the feedback database{' ' + suffix if suffix else ''} "
                             f"({db}); choose another file")
     if output.is_dir():

@@ -35,6 +35,7 @@ from seq2seq.tokenizer import normalize
 VERDICTS = ("right", "wrong")
 MAX_TEXT = 10_000  # characters of an alert, recommendation or correction
 MAX_NAME = 200  # characters of a technician's name
+SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's lock before giving up
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -192,7 +193,7 @@ class FeedbackStore:
             except sqlite3.OperationalError as err:
                 # Read as immutable, SQLite ignores the log beside the file: records still in it would be left out
                 # without a word. Only a file with no such log is read that way.
-                if log := next((log for log in (_sibling(self.path, "-wal"), _sibling(self.path, "-journal"))
+                if log := next((log for log in (sidecar(self.path, "-wal"), sidecar(self.path, "-journal"))
                                 if log.is_file() and log.stat().st_size), None):
                     raise DataError(f"{self.path}: cannot read the feedback database ({err}), and records are still in "
                                     f"{log.name} beside it; read it where SQLite may write (a copy of the folder), or "
@@ -319,8 +320,8 @@ class FeedbackStore:
                 "first": records[0].time if records else None, "last": records[-1].time if records else None}
 
 
-def _sibling(path: Path, suffix: str) -> Path:
-    """The file SQLite keeps beside ``path`` under ``suffix`` (its write-ahead log, "-wal", or rollback journal)."""
+def sidecar(path: Path, suffix: str) -> Path:
+    """The file SQLite keeps beside the database ``path`` under ``suffix``, one of SIDECARS ("": the database)."""
     return path.with_name(path.name + suffix)
 
 
