@@ -12,7 +12,7 @@ Tabs:
   health state, the RUL model's temporal attention, the sensor deviations, the alerts and each one's recommendation.
 - Under every recommendation of those two tabs: was it **right** or **wrong**, and what the technician did instead;
   stored in the feedback database (``--feedback-db``, default ``feedback.sqlite`` in ``--default-dir``;
-  ``seq2seq.serving.feedback``) through the same handler as ``/feedback``.
+  ``seq2seq.serving.feedback_store``) through the same handler as ``/feedback``.
 - **Batch**: an incident log (CSV, TSV, JSONL or TXT) -> the same rows with recommendation, score, trust,
   verdict and the nearest past case's action, as a download (``seq2seq.serving.translate_file``).
 
@@ -62,7 +62,8 @@ from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.cli.common import path_flag, whole_number
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator, load_translators
 from seq2seq.serving.app import QUEUE_CONCURRENCY, QUEUE_SIZE, RECOMMEND_CONCURRENCY, App, address_fault, unservable
-from seq2seq.serving.feedback import VERDICTS, FeedbackStore
+from seq2seq.serving.feedback import VERDICTS
+from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers, plot_updates
 from seq2seq.serving.requests import RawPayload, shown_first
 from seq2seq.serving.smoke import smoke_test

@@ -28,7 +28,8 @@ from seq2seq.config import SearchConfig
 from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.evaluate import evaluate_corpus
 from seq2seq.recommender import Recommender
-from seq2seq.serving.feedback import Feedback, FeedbackStore
+from seq2seq.serving.feedback import Feedback
+from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.tokenizer import normalize
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from seq2seq.serving.feedback import FeedbackStore
+from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.smoke import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

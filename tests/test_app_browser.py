@@ -29,7 +29,7 @@ from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.serving.app import MAX_REQUEST_BODY
-from seq2seq.serving.feedback import FeedbackStore
+from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.handlers import MAX_ALERTS, MAX_BEAM, MAX_CHARS, MAX_N_BEST
 from seq2seq.trust import as_shown
 

@@ -23,7 +23,8 @@ from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.serving.destinations import model_digest
-from seq2seq.serving.feedback import FeedbackStore, Shown
+from seq2seq.serving.feedback import Shown
+from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.handlers import Handlers
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")

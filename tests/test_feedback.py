@@ -17,7 +17,8 @@ from support import assert_one_line_error, file_states, run_cli
 
 from seq2seq.corpus import read_parallel
 from seq2seq.errors import DataError
-from seq2seq.serving.feedback import MAX_NAME, MAX_TEXT, SCHEMA_VERSION, Feedback, FeedbackStore, Shown
+from seq2seq.serving.feedback import MAX_NAME, MAX_TEXT, Feedback, Shown
+from seq2seq.serving.feedback_store import SCHEMA_VERSION, FeedbackStore
 
 ROOT = Path(__file__).resolve().parent.parent
 AWKWARD = [  # (alert, recommendation, verdict, correction, technician): quotes, newlines, tabs, non-ASCII, SQL
@@ -186,7 +187,8 @@ def test_concurrent_threads_lose_no_record(store):
 WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from seq2seq.serving.feedback import Feedback, FeedbackStore
+    from seq2seq.serving.feedback import Feedback
+    from seq2seq.serving.feedback_store import FeedbackStore
     path, writer, gate = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     store = FeedbackStore(path)
     while not gate.exists():  # every process imported and opened before any writes

@@ -19,7 +19,8 @@ from seq2seq.errors import DataError
 from seq2seq.finetune import BLENDS, NEW_SHARE, Learning, Start
 from seq2seq.recommender import Recommender
 from seq2seq.selection import Selection, score_greedy
-from seq2seq.serving.feedback import Feedback, FeedbackStore
+from seq2seq.serving.feedback import Feedback
+from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.tokenizer import normalize
 
 CORRECTIONS = [("pump vibration high", "replace pump coupling"), ("fan speed low", "check fan motor relay")]

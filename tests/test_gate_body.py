@@ -21,7 +21,8 @@ from support import launch, trained
 import gradio_app
 from seq2seq.recommender import Recommender
 from seq2seq.serving.app import MAX_REQUEST_BODY
-from seq2seq.serving.feedback import MAX_NAME, MAX_TEXT, FeedbackStore
+from seq2seq.serving.feedback import MAX_NAME, MAX_TEXT
+from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.gate import MAX_BODY, UPLOAD_FRAMING
 from seq2seq.serving.handlers import MAX_ALERTS, MAX_CHARS
 

@@ -18,7 +18,7 @@ import gradio_app
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
-from seq2seq.serving.feedback import FeedbackStore
+from seq2seq.serving.feedback_store import FeedbackStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")
 

@@ -21,7 +21,8 @@ from seq2seq.errors import CheckpointError, DataError
 from seq2seq.files import MAX_LINE_BYTES, read_lines
 from seq2seq.jsonl import json_records
 from seq2seq.jsontext import MAX_JSON_DEPTH
-from seq2seq.serving.feedback import Feedback, FeedbackStore
+from seq2seq.serving.feedback import Feedback
+from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.incident_log import count_rows, open_log, read_columns, read_rows
 
 

@@ -13,7 +13,8 @@ from seq2seq.cli.common import path_flag
 from seq2seq.errors import DataError
 from seq2seq.files import make_folder
 from seq2seq.serving.destinations import check_distinct
-from seq2seq.serving.feedback import SIDECARS, FeedbackStore, one_line, sidecar
+from seq2seq.serving.feedback import one_line
+from seq2seq.serving.feedback_store import SIDECARS, FeedbackStore, sidecar
 from seq2seq.writing import check_replaceable, write_atomic
 
 OTHER_FORMATS = (".csv", ".json", ".jsonl", ".xlsx", ".xls")  # names that promise another format than TSV

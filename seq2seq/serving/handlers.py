@@ -30,7 +30,8 @@ from seq2seq.serving.batch import translate_file
 from seq2seq.serving.batcher import MicroBatcher, retry_after
 from seq2seq.serving.decoder_process import DecoderProcess
 from seq2seq.serving.destinations import model_digest
-from seq2seq.serving.feedback import Feedback, FeedbackStore
+from seq2seq.serving.feedback import Feedback
+from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
 from seq2seq.serving.gate import Refused
 from seq2seq.serving.incident_log import read_columns
