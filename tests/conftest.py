@@ -25,6 +25,11 @@ from seq2seq.tokenizer import Tokenizer
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
 
+# Under pytest-xdist each worker gets its share of the cores: two workers each running two torch threads
+# on a two-core runner would spend their time taking turns.
+if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
 @pytest.fixture
 def tiny_pairs() -> list[tuple[str, str]]:
     """About thirty short (alert, recommendation) pairs; a fresh list per test."""

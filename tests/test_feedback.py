@@ -350,8 +350,8 @@ def test_an_alert_or_action_of_invisible_characters_only_is_empty(store):
     assert store.stats()["learnable"] == 0
 
 
-@pytest.mark.parametrize("name", ["corrections.csv", "c.JSONL", "c.xlsx"])
-def test_export_under_another_format_s_name_is_refused_as_train_would_misread_it(filled, tmp_path, name):
+@pytest.mark.parametrize("name", ["corrections.csv", "c.JSONL", "c.xlsx", "corrections.txt", "corrections"])
+def test_export_under_a_name_train_would_not_read_as_tsv_is_refused(filled, tmp_path, name):
     result = run_cli("feedback", "export", "--db", str(filled.path), "--output", str(tmp_path / name))
     assert_one_line_error(result, f"{name}: export writes tab-separated pairs", "name it .tsv")
     assert not (tmp_path / name).exists()

@@ -530,9 +530,9 @@ def test_ablate_maintnet_trains_each_variant_and_seed_through_the_cli_and_prints
     monkeypatch.syspath_prepend(str(SCRIPTS))
     argv = ["ablate_maintnet.py", "--base", str(base), "--train", str(data.train), "--dev", str(data.dev),
             "--source-column", "source", "--target-column", "target", "--variant", "base",
-            "--variant", "drop:model.dropout=0.0", "--seeds", "1", "2", "--beam", "2",
+            "--variant", "drop:model.dropout=0.0", "--beam", "2",
             "--ensemble-size", "1", "--output-dir", str(tmp_path / "out")]  # ensembles of each seed alone
-    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(sys, "argv", [*argv, "--seeds", "1", "2"])
     assert load_script("ablate_maintnet").main() == 0
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in capsys.readouterr().out.splitlines()
             if line.startswith("| base") or line.startswith("| drop")}
@@ -546,7 +546,8 @@ def test_ablate_maintnet_trains_each_variant_and_seed_through_the_cli_and_prints
     first = (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime
     assert load_script("ablate_maintnet").main() == 0  # a second call reads the runs back
     assert (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime == first
-    monkeypatch.setattr(sys, "argv", [*argv, "--beam-patience", "1.5"])  # another search: scored again, not trained
+    # Another search: seed 2's runs scored again, not trained (seed 1 left out: each score is a process).
+    monkeypatch.setattr(sys, "argv", [*argv, "--seeds", "2", "--beam-patience", "1.5"])
     assert load_script("ablate_maintnet").main() == 0
     assert json.loads(scores.read_text())["search"] == {"beam_size": 2, "beam_patience": 1.5}
     assert (tmp_path / "out" / "drop" / "seed2" / "run" / "best.pt").stat().st_mtime == first

@@ -94,6 +94,25 @@ def test_evaluate_gives_each_unit_its_own_line_of_the_rul_file_when_the_test_fil
     assert_one_line_error(evaluate("test13.txt", tmp_path / "rul12.txt"), "2 lines, and none for unit 3")
 
 
+def test_evaluate_warns_of_engines_whose_histories_skip_cycles_and_still_scores_them(rul_run, tmp_path):
+    """A gap was read as successive cycles without a word: 1-20 then 181-192 scored as 32 cycles of wear."""
+    lines = rul_run.test.read_text(encoding="utf-8").splitlines()
+
+    def missing(line: str) -> bool:
+        unit, cycle = map(int, line.split()[:2])
+        return (unit == 1 and 3 <= cycle <= 5) or (unit == 2 and cycle == 2)
+
+    gappy = tmp_path / "test_gappy.txt"
+    gappy.write_text("".join(line + "\n" for line in lines if not missing(line)), encoding="utf-8")
+    result = run_cli("rul", "evaluate", "--model", str(rul_run.output_dir / "best.pt"), "--test", str(gappy),
+                     "--rul", str(rul_run.rul), "--json")
+    assert result.status == 0, result.stderr
+    assert json.loads(result.stdout)["n_engines"] == 10
+    assert result.stderr.strip().splitlines() == [
+        f"warning: {gappy}: units 1..2 skip cycles (unit 1: cycles 3-5 are missing from the history): the model reads "
+        "the cycles either side of a gap as successive, so their RUL may be wrong; scored as given"]
+
+
 def test_evaluate_json_is_strict_json_when_the_score_passes_float_range(rul_run, tmp_path):
     """A true life of 1e30 cycles, uncapped, overflows the PHM08 score: null, never Infinity."""
     lives = rul_run.rul.read_text(encoding="utf-8").split()

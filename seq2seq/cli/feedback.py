@@ -17,8 +17,6 @@ from seq2seq.serving.feedback import one_line
 from seq2seq.serving.feedback_store import SIDECARS, FeedbackStore, sidecar
 from seq2seq.writing import check_replaceable, write_atomic
 
-OTHER_FORMATS = (".csv", ".json", ".jsonl", ".xlsx", ".xls")  # names that promise another format than TSV
-
 
 def add_feedback_parser(commands: argparse._SubParsersAction) -> None:
     feedback = commands.add_parser("feedback", help="the technicians' feedback database: export corrections, counts")
@@ -48,9 +46,9 @@ def run_export(args: argparse.Namespace) -> int:
                             f"({db}); choose another file")
     if output.is_dir():
         raise DataError(f"{output}: is a directory; --output needs a file name")
-    if output.suffix.lower() in OTHER_FORMATS:  # train would read it as that format, and refuse it
-        raise DataError(f"{output}: export writes tab-separated pairs, which a {output.suffix} file would not be "
-                        "read as; name it .tsv")
+    if output.suffix.lower() != ".tsv":  # the one name seq2seq train reads tab-separated pairs from
+        raise DataError(f"{output}: export writes tab-separated pairs, which seq2seq train reads only from a .tsv "
+                        "file; name it .tsv")
     check_replaceable(output)
     check_distinct({}, {"--output": output}, None)  # a file where its folder should be, named with the output
     store = FeedbackStore(db, create=False)

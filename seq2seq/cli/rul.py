@@ -21,7 +21,7 @@ from seq2seq.errors import ConfigError, DataError, FleetError
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.cmapss import read_cmapss, read_rul, units_held
 from seq2seq.rul.evaluate import PROTOCOL_CAP, evaluate_windows
-from seq2seq.rul.monitor import EngineMonitor
+from seq2seq.rul.monitor import GAP_EFFECT, EngineMonitor, skipped_cycles
 from seq2seq.rul.preprocess import Preprocessor
 from seq2seq.rul.runs import prepare_run, split_engines, train_members, train_on_engines
 from seq2seq.rul.synthetic import synthetic_engines
@@ -133,6 +133,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     # unit order, so that the sums come out alike
     engines = sorted(read_cmapss(args.test), key=lambda engine: engine.unit)
     true_rul = read_rul(args.rul, [engine.unit for engine in engines])
+    if gappy := [engine for engine in engines if skipped_cycles(engine)]:  # scored, as the official files have none
+        print(f"warning: {args.test}: {units_held([e.unit for e in gappy])} skip{'s' if len(gappy) == 1 else ''} "
+              f"cycles (unit {gappy[0].unit}: {skipped_cycles(gappy[0])}): {GAP_EFFECT}, so their RUL may be wrong; "
+              "scored as given", file=sys.stderr)
     if (lines := len(read_rul(args.rul))) > len(engines):  # any subset may be scored; another set's truth may not
         print(f"note: {args.rul}: {len(engines)} of its {lines} lines used, one per engine of {args.test} (is it "
               "this test file's truth?)", file=sys.stderr)

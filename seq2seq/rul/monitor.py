@@ -61,17 +61,25 @@ class EngineReport:
         return too_short(len(self.rul_trend))
 
 
-def missing_cycles(engine: Engine) -> list[str]:
-    """A warning when the history skips cycles (a file may: only their order is checked): the model reads the rows
-    either side of a gap as successive cycles, so that 1-20 then 181-192 read as 32 cycles of wear."""
+GAP_EFFECT = "the model reads the cycles either side of a gap as successive"  # 1-20 then 181-192: 32 cycles of wear
+
+
+def skipped_cycles(engine: Engine) -> str:
+    """The cycles the history skips, for a message ("cycles 3-5 are missing from the history"), "" when none: a
+    file may skip cycles, as only their order is checked."""
     gaps = np.flatnonzero(np.diff(engine.cycles) > 1)
     if not len(gaps):
-        return []
+        return ""
     first, last = int(engine.cycles[gaps[0]]) + 1, int(engine.cycles[gaps[0] + 1]) - 1
     more = f" and {counted(len(gaps) - 1, 'more gap')}" if len(gaps) > 1 else ""
     span = f"cycle {first} is" if first == last and not more else f"cycles {first}-{last}{more} are"
-    return [f"{span} missing from the history: the model reads the cycles either side of a gap as successive, so "
-            "the RUL and health may be wrong"]
+    return f"{span} missing from the history"
+
+
+def missing_cycles(engine: Engine) -> list[str]:
+    """A warning when the history skips cycles (``GAP_EFFECT``)."""
+    skipped = skipped_cycles(engine)
+    return [f"{skipped}: {GAP_EFFECT}, so the RUL and health may be wrong"] if skipped else []
 
 
 def late_start(engine: Engine) -> list[str]:
