@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
-import hashlib
-import json
-import os
 import pickle
 import warnings
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,22 +33,18 @@ from torch import nn
 
 from seq2seq.config import ModelConfig, SearchConfig, from_dict
 from seq2seq.ensemble import Ensemble
-from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
-from seq2seq.files import SNIFF_BYTES, check_folder_path, file_sha256, make_folder
+from seq2seq.errors import CheckpointError, checkpoint_fault
+from seq2seq.files import SNIFF_BYTES, make_folder
 from seq2seq.model import Seq2Seq, build_model
 from seq2seq.tokenizer import Tokenizer
-from seq2seq.writing import replacing, write_atomic
+from seq2seq.writing import replacing
 
 FORMAT_VERSION = 1
 KIND = "seq2seq-translator"
 REQUIRED_KEYS = ("model_config", "train_config", "tokenizer", "weights")
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
-ResultT = TypeVar("ResultT")
 ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
 PICKLE_MAGIC = b"\x80"  # a pickle of protocol 2 or later (pickle.dump, torch's legacy format)
-RESULT = "result.json"  # in a recipe member's folder once it has finished: --resume keeps that member
-RESUMABLE = ("epochs", "max_minutes", "device", "precision", "parallel")  # settings --resume may change: how long,
-# where (a device, and the precisions it runs) and how many of a recipe's members train at once
 
 
 # -- any model kind ---------------------------------------------------------------------------
@@ -68,89 +61,6 @@ def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
             if isinstance(cause, OSError):
                 raise cause from None
             raise
-
-
-def check_run_folder(folder: Path, resume: bool, overwrite: bool, lasts: list[Path], holds: list[Path],
-                     lasts_named: str = "last.pt") -> None:
-    """The rule for a training run's OUTPUT_DIR (``seq2seq train``, a recipe's members, ``seq2seq rul train``): a
-    run in it is never replaced silently. ``resume`` continues one of the runs' ``lasts`` (``lasts_named`` in
-    the message when there is none); without ``resume`` or ``overwrite``, any of ``holds`` there refuses it."""
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other")
-    check_folder_path(folder)  # before the run's first log line, which would stand above the refusal
-    if resume and not any(path.is_file() for path in lasts):
-        raise ConfigError(f"--resume: nothing to resume in {folder} (no {lasts_named})")
-    found = next((path for path in holds if path.exists()), None)
-    if found is not None and not (resume or overwrite):
-        raise ConfigError(f"{folder} already holds a training run ({found.relative_to(folder)}); pass --resume to "
-                          "continue it, --overwrite to start over, or choose another --output-dir")
-
-
-def file_fingerprint(path: str | Path | None, records: Iterable[Any] = ()) -> dict[str, Any]:
-    """What a run reads from ``path``, for ``--resume`` to prove it the same: the file's real path (None: the
-    default, such as synthetic engines) and SHA-256, and a SHA-256 of the ``records`` read from it (which columns)."""
-    found: dict[str, Any] = {"path": None if path is None else os.path.realpath(path)}
-    if path is not None and Path(path).is_file():
-        found["sha256"] = file_sha256(Path(path))
-    read = hashlib.sha256()
-    for record in records:
-        read.update(repr(record).encode("utf-8") + b"\n")
-    return {**found, "read": read.hexdigest()}
-
-
-def check_same_run(path: Path, configs: Iterable[tuple[Any, Any]], saved_fingerprint: Any = None,
-                   fingerprint: dict[str, Any] | None = None) -> None:
-    """``--resume`` continues the run saved in ``path`` only as it was started: each (saved, asked) pair of config
-    records alike but for the RESUMABLE fields, and ``fingerprint`` (flag -> ``file_fingerprint``) the data that
-    ``saved_fingerprint`` says it was trained on; a checkpoint written before runs kept that (None) is checked on
-    its settings alone."""
-    differences = [f"with {field.name} {getattr(saved, field.name)}, not {getattr(asked, field.name)}"
-                   for saved, asked in configs for field in dataclasses.fields(saved)
-                   if field.name not in RESUMABLE and getattr(saved, field.name) != getattr(asked, field.name)]
-    if isinstance(saved_fingerprint, dict) and fingerprint is not None:
-        found = [_data_difference(flag, saved_fingerprint[flag], now) for flag, now in fingerprint.items()
-                 if isinstance(saved_fingerprint.get(flag), dict)]
-        differences += [text for text in found if text]
-    if differences:
-        raise ConfigError(f"--resume: {path} was trained {', and '.join(differences)}; resume with the run's own "
-                          "settings and data, start over with --overwrite, or choose another --output-dir")
-
-
-def _data_difference(flag: str, was: dict[str, Any], now: dict[str, Any]) -> str:
-    """How the data read through ``flag`` differs from what the run was trained on ("": the same; a file moved or
-    copied elsewhere is the same)."""
-    if flag == "--init-from":  # a fine-tuning's start: the file and whether it replays its past cases
-        if was.get("sha256") != now.get("sha256"):
-            if was.get("path") == now.get("path"):
-                return f"from --init-from {now.get('path')} as it was before its content changed"
-            return f"from --init-from {was.get('path') or 'none (a fresh run)'}, not {now.get('path') or 'none'}"
-        return "" if was.get("read") == now.get("read") else "with the other --no-replay setting"
-    if was.get("sha256") != now.get("sha256"):
-        if was.get("path") == now.get("path"):
-            return f"on another {flag} file (its content has changed since the run started)"
-        return f"on another {flag} file ({was.get('path') or 'the default'}, not {now.get('path') or 'the default'})"
-    if was.get("read") != now.get("read"):
-        if "sha256" not in now:  # a pipe or device: no SHA-256 to compare, so what it gave was compared
-            return f"on other data through the same {flag} ({now.get('path')} is not a regular file, and what it " \
-                   "gave differs from what the run read)"
-        return f"on other pairs of the same {flag} file (another --source-column or --target-column, or target file)"
-    return ""
-
-
-def record_result(folder: Path, result: Any) -> None:
-    """FOLDER/result.json (a dataclass's fields), which marks a recipe member finished for ``--resume``: written
-    whole or not at all, since a half-written record would block --resume."""
-    write_atomic(folder / RESULT, json.dumps(dataclasses.asdict(result)) + "\n")
-
-
-def read_result(folder: Path, kind: type[ResultT]) -> ResultT:
-    """The ``kind`` recorded in FOLDER/result.json by ``record_result``; a damaged record is a one-line error."""
-    path = folder / RESULT
-    try:
-        return kind(**json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError) as err:  # a JSON fault is a ValueError; other keys, a TypeError
-        raise ConfigError(f"{path}: not a finished member's record ({err}); delete it to train that member "
-                          "again") from None
 
 
 def read_payload(path: str | Path, kind: str, format_version: int, required: tuple[str, ...]) -> dict[str, Any]:

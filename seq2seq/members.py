@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from seq2seq.checkpoint import RESULT, check_run_folder, load_model, read_result, record_result, save_atomic
+from seq2seq.checkpoint import load_model, save_atomic
 from seq2seq.combine import combine_checkpoints
 from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, resolve_device
 from seq2seq.corpus import ParallelCorpus, read_parallel
@@ -21,6 +21,7 @@ from seq2seq.distributed import ONE_PROCESS, World
 from seq2seq.errors import ConfigError
 from seq2seq.fast.threads import one_core_workers, worker_count
 from seq2seq.recommender import Recommender
+from seq2seq.resume import RESULT, check_run_folder, read_result, record_result
 from seq2seq.runs import (
     build_trainer,
     check_finished,

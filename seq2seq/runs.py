@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from seq2seq import averaging
-from seq2seq.checkpoint import check_run_folder, check_same_run, file_fingerprint, read_checkpoint, restore
+from seq2seq.checkpoint import read_checkpoint, restore
 from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, from_dict, resolve_device
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import ParallelDataset
@@ -22,6 +22,7 @@ from seq2seq.errors import ConfigError, DataError, checkpoint_fault
 from seq2seq.fast.precision import autocast_dtype
 from seq2seq.files import make_folder
 from seq2seq.model import Seq2Seq, build_model
+from seq2seq.resume import check_run_folder, check_same_run, file_fingerprint
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import RANK_SEED_STRIDE, Trainer
 from seq2seq.trust import FLAG_RATE

@@ -29,6 +29,12 @@ settings.load_profile("suite")
 # on a two-core runner would spend their time taking turns.
 if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+MAX_WORKERS = 8  # each worker trains the shared tiny models itself and peaks near 1.1 GB
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per core, at most MAX_WORKERS (a many-core machine need not have their memory)."""
+    return min(MAX_WORKERS, os.cpu_count() or 1)
 
 @pytest.fixture
 def tiny_pairs() -> list[tuple[str, str]]:

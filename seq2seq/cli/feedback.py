@@ -46,10 +46,10 @@ def run_export(args: argparse.Namespace) -> int:
                             f"({db}); choose another file")
     if output.is_dir():
         raise DataError(f"{output}: is a directory; --output needs a file name")
+    check_replaceable(output)  # a pipe or a device is refused as that, whatever its name
     if output.suffix.lower() != ".tsv":  # the one name seq2seq train reads tab-separated pairs from
         raise DataError(f"{output}: export writes tab-separated pairs, which seq2seq train reads only from a .tsv "
                         "file; name it .tsv")
-    check_replaceable(output)
     check_distinct({}, {"--output": output}, None)  # a file where its folder should be, named with the output
     store = FeedbackStore(db, create=False)
     try:

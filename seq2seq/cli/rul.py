@@ -12,13 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from seq2seq.checkpoint import file_fingerprint
 from seq2seq.cli.common import path_flag
 from seq2seq.cli.translate import search_flags
 from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from_dict, resolve_device
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.errors import ConfigError, DataError, FleetError
 from seq2seq.recommender import Recommendation, Recommender
+from seq2seq.resume import file_fingerprint
 from seq2seq.rul.cmapss import read_cmapss, read_rul, units_held
 from seq2seq.rul.evaluate import PROTOCOL_CAP, evaluate_windows
 from seq2seq.rul.monitor import GAP_EFFECT, EngineMonitor, skipped_cycles

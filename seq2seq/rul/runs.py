@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from seq2seq.checkpoint import RESULT, check_run_folder, check_same_run, read_result, record_result
 from seq2seq.config import RulConfig
 from seq2seq.errors import ConfigError, FleetError, counted
+from seq2seq.resume import RESULT, check_run_folder, check_same_run, read_result, record_result
 from seq2seq.rul.cmapss import Engine
 from seq2seq.rul.model import RulEnsemble, RulModel
 from seq2seq.rul.preprocess import Preprocessor
@@ -125,7 +125,7 @@ def train_on_engines(engines: list[Engine], config: RulConfig, output_dir: Path,
                      resume: bool = False, fingerprint: dict[str, Any] | None = None
                      ) -> tuple[RulTrainResult, RulWindows]:
     """Hold out ``config.seed``'s validation engines and train (``resume``: continue OUTPUT_DIR/last.pt, trained on
-    ``fingerprint``, the flag -> ``checkpoint.file_fingerprint`` of what it reads, when recorded); returns
+    ``fingerprint``, the flag -> ``resume.file_fingerprint`` of what it reads, when recorded); returns
     (result, validation windows). The preprocessing is fitted on the training engines only, unless a shared
     ``preprocessor`` is given (members)."""
     train, valid = split_engines(engines, config)

@@ -14,7 +14,7 @@ Checkpoint layout (plain types only, so ``torch.load(weights_only=True)`` reads 
     weights         the model's state_dict
 and, in last.pt, ``training_state``: the epoch it was saved after, the best so far, the optimizer,
 the schedules, both generators, why the run stopped (None while it runs) and, when its caller named
-it, the data it trains on (``fingerprint``: flag -> ``checkpoint.file_fingerprint``), for ``--resume``. A
+it, the data it trains on (``fingerprint``: flag -> ``resume.file_fingerprint``), for ``--resume``. A
 run saves last.pt after every epoch, so an interrupted or killed run continues after its last
 finished epoch, as it would have gone on.
 """
@@ -36,7 +36,6 @@ from torch import Tensor
 from torch.utils.data import TensorDataset
 
 from seq2seq.checkpoint import (
-    check_same_run,
     count_parameters,
     load_members,
     load_weights,
@@ -48,6 +47,7 @@ from seq2seq.config import RulConfig, from_dict, resolve_device
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
 from seq2seq.files import make_folder
 from seq2seq.progress import progress_bar
+from seq2seq.resume import check_same_run
 from seq2seq.rul.evaluate import Windows, evaluate_windows
 from seq2seq.rul.model import RulEnsemble, RulModel, RulOutput, build_rul_model
 from seq2seq.rul.windows import time_warp
@@ -242,7 +242,7 @@ def train_rul(train: Split, valid: Split, config: RulConfig, n_features: int, ou
 def resumable_payload(last: Path, config: RulConfig, fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
     """The checkpoint ``last`` of a run that ``--resume`` may continue with ``config`` and ``fingerprint``: one with a
     training state, trained with the same settings but for those a resumed run may change, and on the same
-    data where it recorded that (``checkpoint.check_same_run``); else a one-line ConfigError."""
+    data where it recorded that (``resume.check_same_run``); else a one-line ConfigError."""
     payload = read_payload(last, KIND, FORMAT_VERSION, REQUIRED_KEYS)
     state = payload.get("training_state")
     if not isinstance(state, dict):
