@@ -375,6 +375,25 @@ def test_resuming_another_jobs_output_is_an_error(recommender, tmp_path):
                        resume=True)
 
 
+def test_resume_from_a_pipe_is_refused_as_its_rows_cannot_be_proven_the_ones_the_job_began_on(recommender, tmp_path):
+    """Its record holds only the pipe's path, alike for any rows sent through it: the resume went on appending."""
+    fifo, output = tmp_path / "alerts.txt", tmp_path / "out.txt"
+    os.mkfifo(fifo)
+    for alerts, resume in ((LOG_ALERTS[:3], False), (LOG_ALERTS[3:], True)):
+        feeder = threading.Thread(target=lambda a=alerts: fifo.write_text("".join(f"{x}\n" for x in a)), daemon=True)
+        feeder.start()
+        if resume:  # refused before a row is read: the feeder's open waits for a reader, which reads them here
+            with pytest.raises(DataError, match=r"alerts.txt: --resume needs its --input to be a regular file, and "
+                                                r"this one is a pipe or a device"):
+                translate_file(recommender, fifo, output, resume=True)
+            with fifo.open(encoding="utf-8") as unblock:
+                unblock.read()
+        else:
+            translate_file(recommender, fifo, output)
+        feeder.join(timeout=10)
+    assert output.read_text(encoding="utf-8").splitlines() == recommender.translate(LOG_ALERTS[:3])
+
+
 # attention and heatmaps
 
 

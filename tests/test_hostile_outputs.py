@@ -369,12 +369,13 @@ def test_feedback_export_under_a_file_names_the_output_it_was_asked_for(tmp_path
     assert (tmp_path / "ok.csv").read_text(encoding="utf-8") == "keep\n"
 
 
-@pytest.mark.parametrize("command", ["export", "average"])
+@pytest.mark.parametrize("command", ["export", "average", "average-without-overwrite"])
 def test_an_output_that_is_a_pipe_is_refused_and_stays_a_pipe(model, tmp_path, command):
+    """Without --overwrite, average said "already exists; pass --overwrite", which led only to this refusal."""
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)  # as /dev/full or /dev/null: the rename would put a plain file where it was, as root too
     args = (["feedback", "export", "--db", str(tmp_path / "never-opened.sqlite")] if command == "export"
-            else ["average", "--inputs", str(model), "--overwrite"])
+            else ["average", "--inputs", str(model)] + (["--overwrite"] if command == "average" else []))
     result = run_cli(*args, "--output", str(pipe))
     assert_one_line_error(result, f"{pipe}: is not a regular file (a device or a pipe)")
     assert stat.S_ISFIFO(pipe.lstat().st_mode)

@@ -8,27 +8,30 @@ command quietly, with the status of a shell tool ended by SIGPIPE.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import gc
 import os
 import signal
-import sys
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, NoReturn, TextIO
 
 
-def _interrupted_while_loading(signum: int, frame: Any) -> None:
+def _interrupted_while_loading(signum: int, frame: object) -> None:
     """Ctrl-C while the commands load: nothing is written yet, so nothing to keep. Ended at once, in words: a
     KeyboardInterrupt raised inside numpy's or torch's import can leave it half-made and fail as something else."""
     os.write(2, b"seq2seq: interrupted\n")
     os._exit(130)
 
 
+# Before every other import, the standard library's too: a Ctrl-C in the first tenth of a second on a busy
+# machine came inside typing's import, as a traceback.
 _loading = threading.current_thread() is threading.main_thread()  # only the main thread may set a handler
 _before = signal.signal(signal.SIGINT, _interrupted_while_loading) if _loading else None
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import gc  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, NoReturn, TextIO  # noqa: E402
+
 from seq2seq.cli.combine import add_combine_parsers, run_combine  # noqa: E402  torch and scikit-learn: seconds
 from seq2seq.cli.evaluate import add_evaluate_parser, run_evaluate  # noqa: E402
 from seq2seq.cli.feedback import add_feedback_parser, run_feedback  # noqa: E402

@@ -66,6 +66,6 @@ def check_output(output: Path, overwrite: bool) -> None:
     """Before the inputs are read: --output names a file, new unless ``overwrite``."""
     if output.is_dir():
         raise DataError(f"{output}: is a directory; --output needs a file name")
+    check_replaceable(output)  # a pipe or a device first: --overwrite would not help there
     if output.exists() and not overwrite:
         raise DataError(f"{output}: already exists; pass --overwrite to replace it")
-    check_replaceable(output)

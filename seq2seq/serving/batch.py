@@ -49,6 +49,7 @@ from seq2seq.errors import ConfigError, DataError, write_error
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.serving.destinations import (
     check_distinct,
+    check_resumable_input,
     forget_parts,
     held_record,
     job_record,
@@ -181,6 +182,8 @@ class FileJob:
         input_path, output_path = self.input_path, self.output_path
         in_fmt = self.input_format
         out_fmt = format_of(output_path, False) or in_fmt
+        if resume:
+            check_resumable_input(input_path)
         with open_log(input_path) as file, contextlib.ExitStack() as held:
             total = count_rows(file, in_fmt) if file.seekable() else None
             columns, rows = read_rows(file, input_path, in_fmt, self.column)

@@ -111,6 +111,15 @@ def _input_identity(path: Path) -> dict[str, Any]:
     return identity
 
 
+def check_resumable_input(path: Path) -> None:
+    """``--resume`` continues a job only from a regular file, refused before a row is read: a pipe or a device
+    cannot be proven to give the rows the job began on (its record holds only the path)."""
+    if path.exists() and not path.is_file() and not path.is_dir():  # a missing file or a folder: named when opened
+        raise DataError(f"{path}: --resume needs its --input to be a regular file, and this one is a pipe or a "
+                        "device, which cannot be proven to give the rows the job began on; save them to a file and "
+                        "translate that")
+
+
 def model_digest(recommender: Recommender) -> str:
     """SHA-256 of the model's configuration, vocabularies and weights (as decoded: a quantized model has its own).
 
@@ -217,8 +226,6 @@ def _differences(found: dict[str, Any], record: dict[str, Any]) -> list[str]:
         recorded = found.get("input") or {}
         if recorded.get("path") != record["input"]["path"]:
             differences.append(f"its input was {shown(str(recorded.get('path')))}")
-        elif "sha256" not in record["input"]:
-            differences.append("the input is not a regular file, so it cannot be proven unchanged")
         else:
             differences.append("the input has changed since the job started")
     if found.get("model") != record["model"]:
