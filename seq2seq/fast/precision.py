@@ -27,8 +27,8 @@ _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU runs bfloat16 products natively (AVX512-BF16 or AMX), not emulated. oneDNN's own check
-    (``mkldnn._is_mkldnn_bf16_supported``) says yes on any AVX-512 core, where it emulates them: a Xeon with
-    neither trained 2.6x slower in bf16 than in float32."""
+    (``mkldnn._is_mkldnn_bf16_supported``) says yes on any AVX-512 core, where it emulates them, more slowly
+    than float32 runs."""
     if not torch.backends.mkldnn.is_available():
         return False
     checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
