@@ -308,6 +308,16 @@ def test_a_job_resumed_mid_chunk_starts_again_at_that_chunk_and_writes_what_a_jo
     assert (summary.skipped_resume, summary.rows) == (4, len(LOG_ALERTS) - 4)
 
 
+def test_a_finished_job_resumed_translates_no_row_again(recommender, tmp_path):
+    source = csv_input(tmp_path)
+    output = tmp_path / "out.csv"
+    translate_file(recommender, source, output, chunk_rows=4)  # the last chunk is partial: 7 rows, chunks of 4
+    before = output.read_bytes()
+    summary = translate_file(recommender, source, output, chunk_rows=4, resume=True)
+    assert (summary.skipped_resume, summary.rows, summary.translated) == (len(LOG_ALERTS), 0, 0)
+    assert output.read_bytes() == before
+
+
 def test_a_resume_in_one_process_deletes_the_parts_a_killed_split_job_left_once_it_has_finished(recommender,
                                                                                                  tmp_path):
     source, output, attention = csv_input(tmp_path), tmp_path / "out.csv", tmp_path / "att.jsonl"

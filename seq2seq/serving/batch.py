@@ -195,7 +195,7 @@ class FileJob:
                 held.enter_context(self.claimed(resume))
             try:
                 sinks = Sinks(output_path, layout, self.attention_out, self.heatmaps, resume, part is not None, header,
-                              self.chunk_rows)
+                              self.chunk_rows, total)
                 skipped, last = 0, None
                 for row in itertools.islice(rows, sinks.done):
                     skipped, last = skipped + 1, row

@@ -30,13 +30,15 @@ from seq2seq.writing import sync_folder
 class Sinks:
     """The output file, the attention file and the heatmap folder of one job, appended to chunk by chunk.
 
-    Made, they measure ``done``: no rows for a new job; for a resumed one, the complete rows that all of them hold.
+    Made, they measure ``done``: no rows for a new job; for a resumed one, the complete rows that all of them hold
+    (``total``: the input's rows, when known).
     Opened (``with``), each is cut to those rows (a partial row, or rows only some of them got before a kill).
     ``checked``: the caller has made sure they are new (a split job); ``with_header=False``: no header.
     """
 
     def __init__(self, output: Path, layout: Layout, attention: str | Path | None, heatmaps: str | Path | None,
-                 resume: bool, checked: bool = False, with_header: bool = True, chunk_rows: int = 1) -> None:
+                 resume: bool, checked: bool = False, with_header: bool = True, chunk_rows: int = 1,
+                 total: int | None = None) -> None:
         self.layout = layout
         self.heatmaps = Path(heatmaps) if heatmaps is not None else None
         attention_path = Path(attention) if attention is not None else None
@@ -48,7 +50,8 @@ class Sinks:
         done = min(len(ends), len(attention_ends)) - 1  # the rows both files hold whole
         # Back to the start of a chunk of ``chunk_rows``: a chunk's alerts are batched together, and a float's last
         # digit can depend on its batch, so a job resumed mid-chunk would not write what a job never stopped writes.
-        self.done = done - done % chunk_rows
+        # All ``total`` rows of the input held: the job had finished, its last chunk whole, and nothing is redone.
+        self.done = done if done == total else done - done % chunk_rows
         self._paths, self._header = (output, attention_path), header
         self._ends = (ends[self.done], attention_ends[self.done])
         self.last_kept = b""  # the last row kept, as written
