@@ -17,6 +17,7 @@ from seq2seq.cli.translate import search_flags
 from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from_dict, resolve_device
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.errors import ConfigError, DataError, FleetError
+from seq2seq.progress import progress_bar
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.resume import file_fingerprint
 from seq2seq.rul.cmapss import read_cmapss, read_rul, units_held
@@ -169,8 +170,10 @@ def run_alerts(args: argparse.Namespace) -> int:
     search = search if args.beam_size is None else replace(search, beam_size=args.beam_size)
     rows = []
     for engine in engines:
-        try:
-            report = monitor.analyse(engine, recommender, search)
+        try:  # a bar only for a history that takes a while (tens of thousands of cycles), gone before its lines
+            with progress_bar(total=len(engine.cycles), desc=f"engine {engine.unit}", unit="cycle", leave=False,
+                              delay=2.0, mininterval=1.0) as bar:
+                report = monitor.analyse(engine, recommender, search, bar.update)
         except DataError as err:  # this engine's readings cannot be assessed; the others still are
             rows.append({"engine": engine.unit, "error": str(err)})
             print(f"warning: {args.data}: {err}", file=sys.stderr)

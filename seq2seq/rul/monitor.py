@@ -10,6 +10,7 @@ Shapes (legend: seq2seq/__init__.py): L cycles of history, W window cycles, F ke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,9 @@ IMPLAUSIBLE_Z = 100.0
 # Every train_FD001.txt engine cut at 5, 20 and 50 cycles and whole stays within 1.13 (the default RUL model); the
 # engine 1 file saved with readings rounded to whole numbers reads 1.26 ("RUL 157 cycles, healthy" at 46).
 BEYOND_CAP = 1.2
+# Windows built and predicted at a time: a history of tens of thousands of cycles built at once took twice the memory
+# (docs/sensors.md). A multiple of predict's batch: every window is batched with the same others as in one piece.
+CHUNK_WINDOWS = 8 * 512
 
 
 @dataclass(frozen=True)
@@ -141,20 +145,28 @@ class EngineMonitor:
         return shown, [f"the health call ({HEALTH_STATES[called]}) and the RUL of {rul:.0f} cycles "
                        f"({HEALTH_STATES[band]} band) disagree: shown as {shown}, the more severe"]
 
-    def analyse(self, engine: Engine, recommender: Recommender | None = None,
-                search: SearchConfig | None = None) -> EngineReport:
+    def analyse(self, engine: Engine, recommender: Recommender | None = None, search: SearchConfig | None = None,
+                progress: Callable[[int], None] | None = None) -> EngineReport:
+        """``progress(n)`` after each ``n`` cycles of the history are assessed (for a bar over a long history)."""
         values = self.preprocessor.transform(engine)  # (L, F)
         L = values.shape[0]
-        x, mask = windows(values, np.arange(L), self.preprocessor.window)  # (L, W, F), (L, W)
-        output = predict(self.model, torch.from_numpy(x), torch.from_numpy(mask))
-        if not (torch.isfinite(output.rul).all() and torch.isfinite(output.health_logits).all()):
-            # never turned into a health state: NaN would read as "healthy" (argmax of NaNs is 0)
-            raise DataError(f"engine {engine.unit}: the RUL model's prediction is not a finite number; its sensor "
-                            "readings lie too far outside the training range to be assessed")
-        real = torch.from_numpy(mask[-1])
+        trend = []
+        for start in range(0, L, CHUNK_WINDOWS):
+            ends = np.arange(start, min(start + CHUNK_WINDOWS, L))  # (B,)
+            x, mask = windows(values, ends, self.preprocessor.window)  # (B, W, F), (B, W)
+            output = predict(self.model, torch.from_numpy(x), torch.from_numpy(mask))
+            if not (torch.isfinite(output.rul).all() and torch.isfinite(output.health_logits).all()):
+                # never turned into a health state: NaN would read as "healthy" (argmax of NaNs is 0)
+                raise DataError(f"engine {engine.unit}: the RUL model's prediction is not a finite number; its "
+                                "sensor readings lie too far outside the training range to be assessed")
+            trend.append(output.rul)
+            if progress is not None:
+                progress(len(ends))
+        real = torch.from_numpy(mask[-1])  # the last window's, as its outputs below
         attention = output.attention[-1][real].double().numpy()  # (n,)
         probabilities = torch.softmax(output.health_logits[-1].float(), dim=-1).tolist()
-        rul = float(output.rul[-1])
+        rul_trend = torch.cat(trend)  # (L,)
+        rul = float(rul_trend[-1])
         health, disagreement = self.health(int(np.argmax(probabilities)), rul)
         kept = self.preprocessor.kept_sensors
         alerts, deviations = engine_alerts(values, engine.cycles, attention, kept)
@@ -169,7 +181,7 @@ class EngineMonitor:
             unit=engine.unit, rul=rul, health=health,
             health_probabilities=dict(zip(HEALTH_STATES, probabilities, strict=True)),
             window_cycles=[int(c) for c in engine.cycles[L - n:]], attention=attention.tolist(),
-            rul_trend=[(int(c), float(r)) for c, r in zip(engine.cycles, output.rul.tolist(), strict=True)],
+            rul_trend=[(int(c), float(r)) for c, r in zip(engine.cycles, rul_trend.tolist(), strict=True)],
             deviations=deviations,
             window_values={s: values[L - n:, i].tolist() for i, s in enumerate(symbols)},
             alerts=alerts, recommendations=recommendations)
