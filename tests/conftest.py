@@ -5,6 +5,7 @@ Test modules import shared helpers from ``support`` only; this file holds the fi
 from __future__ import annotations
 
 import os
+import signal
 
 # Before torch loads OpenMP: waiting threads sleep instead of spinning, so a suite sharing its two
 # cores with another job (a benchmark, a second suite) does not slow to a crawl (see gradio_app.py).
@@ -29,12 +30,29 @@ settings.load_profile("suite")
 # on a two-core runner would spend their time taking turns.
 if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+# Ctrl-C as a program run from a terminal has it: a suite started in the background by a script's "&" inherits it
+# ignored, and the tests that send Ctrl-C to the program, in this process or in a child, would see it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 MAX_WORKERS = 8  # each worker trains the shared tiny models itself and peaks near 1.1 GB
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker per core, at most MAX_WORKERS (a many-core machine need not have their memory)."""
     return min(MAX_WORKERS, os.cpu_count() or 1)
+
+@pytest.fixture(autouse=True)
+def signal_handlers_kept():
+    """A test that leaves Ctrl-C's or SIGTERM's handler changed fails, its handlers put back: a later test in the
+    same worker that sends itself Ctrl-C would otherwise meet the leftover, and fail far from the cause."""
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    changed = [signal.Signals(number).name for number, handler in before.items()
+               if signal.getsignal(number) is not handler]
+    for number, handler in before.items():
+        signal.signal(number, handler)
+    if changed:
+        pytest.fail(f"the test left the handler of {' and '.join(changed)} changed")
+
 
 @pytest.fixture
 def tiny_pairs() -> list[tuple[str, str]]:

@@ -147,6 +147,20 @@ def test_ctrl_c_while_torch_is_still_loading_is_answered_in_one_line(after_s):
                                           (2, "seq2seq: error: m.pt: checkpoint not found\n")]  # a machine that fast
 
 
+def test_a_program_started_with_ctrl_c_ignored_keeps_it_ignored_while_loading():
+    """A job a script put in the background ("&") starts with Ctrl-C ignored, and ignores it once loaded; while
+    loading it was ended all the same."""
+    ignored = ["sh", "-c", 'trap "" INT; exec "$0" -m seq2seq translate --model m.pt', sys.executable]
+    child = subprocess.Popen(ignored, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        child.wait(0.5)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=60)
+    assert (child.returncode, stderr) == (2, "seq2seq: error: m.pt: checkpoint not found\n")
+
+
 def test_the_program_ignores_ctrl_c_once_its_work_is_done_rather_than_print_torch_s_exit_handlers():
     probe = ("import signal, seq2seq.cli as cli; cli.main = lambda: 0; status = cli.command(); "
              "print(status, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)")

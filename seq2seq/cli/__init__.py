@@ -22,7 +22,9 @@ def _interrupted_while_loading(signum: int, frame: object) -> None:
 
 # Before every other import, the standard library's too: a Ctrl-C in the first tenth of a second on a busy
 # machine came inside typing's import, as a traceback.
-_loading = threading.current_thread() is threading.main_thread()  # only the main thread may set a handler
+# Only the main thread may set a handler; a process started with Ctrl-C ignored (a job put in the background by a
+# script's "&") keeps it ignored, as it does once loaded.
+_loading = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN
 _before = signal.signal(signal.SIGINT, _interrupted_while_loading) if _loading else None
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
