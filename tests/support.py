@@ -16,9 +16,11 @@ import dataclasses
 import importlib.util
 import io
 import json
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 import torch
@@ -140,6 +142,15 @@ def run_cli(*argv: str, stdin: bytes = b"") -> CliResult:
     finally:
         sys.stdin = saved_stdin
     return CliResult(status, stdout.getvalue(), stderr.getvalue())
+
+
+def cli_in_process(command: list[str], stdout: int, stderr: TextIO, text: bool) -> subprocess.CompletedProcess:
+    """``subprocess.run`` of ``python -m seq2seq ARGS`` as a script calls it (its stderr to a file), run in this
+    process by ``seq2seq.cli.main``."""
+    assert command[1:3] == ["-m", "seq2seq"] and stdout == subprocess.PIPE and text
+    result = run_cli(*command[3:])
+    stderr.write(result.stderr)
+    return subprocess.CompletedProcess(command, result.status, result.stdout)
 
 
 def tsv(pairs, header=("source", "target")) -> str:

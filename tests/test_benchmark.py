@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
-from support import RUL_CONFIG, SCRIPTS, TINY_CONFIG, load_script, tiny_data, trained
+from support import RUL_CONFIG, SCRIPTS, TINY_CONFIG, cli_in_process, load_script, tiny_data, trained
 
 from seq2seq.fast.precision import cpu_has_native_bf16
 from seq2seq.fast.threads import intra_op_threads
@@ -56,6 +57,7 @@ def test_the_gpu_benchmark_measures_every_section_through_the_cli(tmp_path_facto
     rul_config.write_text(json.dumps({"rul": {**RUL_CONFIG["rul"], "epochs": 2, "members": 2}}))
     write_cmapss(fd001, synthetic_engines(20, seed=3, min_life=130, max_life=200))
     monkeypatch.syspath_prepend(str(SCRIPTS))
+    monkeypatch.setattr(subprocess, "run", cli_in_process)  # its CLI commands in this process: no torch to load again
     output = tmp_path / "gpu.json"
     monkeypatch.setattr(sys, "argv", [
         "benchmark_gpu.py", "--device", "cpu", "--train", str(data.train), "--dev", str(data.dev), "--source-column",

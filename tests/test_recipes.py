@@ -19,6 +19,7 @@ import torch
 from support import (
     TINY_CONFIG,
     assert_one_line_error,
+    cli_in_process,
     file_states,
     run_cli,
     tiny_config,
@@ -517,7 +518,6 @@ def test_ablate_rul_reports_runs_and_seed_ensembles_on_engines_no_run_saw(tmp_pa
     assert set(scores["true"]) <= {float(min(cut, 125)) for cut in ablate.CUTS}  # cut before failure, capped
 
 
-@pytest.mark.slow
 def test_ablate_maintnet_trains_each_variant_and_seed_through_the_cli_and_prints_paired_deltas(
         tmp_path, monkeypatch, capsys):
     import sys
@@ -528,6 +528,9 @@ def test_ablate_maintnet_trains_each_variant_and_seed_through_the_cli_and_prints
     base = tmp_path / "base.json"
     base.write_text(json.dumps({**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "epochs": 1}}), encoding="utf-8")
     monkeypatch.syspath_prepend(str(SCRIPTS))
+    # The script's 34 commands run in this process: a new one loads torch again, about 8 s each on a busy 2-core
+    # runner, most of this test's time. How it runs a process and quotes a failed one is tested below.
+    monkeypatch.setattr(subprocess, "run", cli_in_process)
     argv = ["ablate_maintnet.py", "--base", str(base), "--train", str(data.train), "--dev", str(data.dev),
             "--source-column", "source", "--target-column", "target", "--variant", "base",
             "--variant", "drop:model.dropout=0.0", "--beam", "2",
@@ -578,7 +581,8 @@ def test_every_attention_type_trains_with_the_maintnet_recipe(attention, extra, 
 
     recipe, data = SCRIPTS / "configs" / "maintnet-best.json", tiny_data(tmp_path / "data")
     command = ["train", "--train", str(data.train), "--dev", str(data.dev), "--config", str(recipe),
-               "--epochs", "1", "--device", "cpu", "--attention", attention]
+               "--epochs", "1", "--device", "cpu", "--attention", attention,
+               "--parallel", "1"]  # members in this process: two spawned ones load torch; side by side is tested above
     with training_threads():
         result = run_cli(*command, *extra, "--output-dir", str(tmp_path / "run"))
     assert result.status == 0, result.stderr
