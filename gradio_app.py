@@ -115,10 +115,11 @@ def _translator_dropdown(handlers: Handlers) -> gr.Dropdown:
     return gr.Dropdown(choices=choices, value=choices[0][1], label="Translator (attention type)")
 
 
-def _verdict_panel(h: Handlers, prefix: str) -> tuple[gr.Dropdown, gr.State]:
+def _verdict_panel(h: Handlers, prefix: str) -> list[Any]:
     """Right / wrong and "what I did instead" for one chosen recommendation, posted through ``h.feedback``
     (as /feedback is); elem_ids ``PREFIX-feedback-choice``, ``-right``, ``-wrong``, ``-correction``. Returns
-    the choice and the recommendations it indexes, for the tab's event to fill (``h.feedback_targets``)."""
+    what a new answer sets (``h.feedback_targets``) and a refusal clears: the choice, the recommendations it
+    indexes, the correction, the saved message and the last record stored."""
     with gr.Accordion("Was it right? Tell us what you did", open=True):
         with gr.Row():
             choice = gr.Dropdown(choices=[], label="Recommendation", elem_id=f"{prefix}-feedback-choice", scale=3)
@@ -132,7 +133,7 @@ def _verdict_panel(h: Handlers, prefix: str) -> tuple[gr.Dropdown, gr.State]:
     for verdict, button in buttons.items():
         button.click(partial(h.feedback_on, verdict), [answered, choice, correction, technician, last], [saved, last],
                      api_name=f"{prefix}_feedback_{verdict}", api_visibility="private", concurrency_limit=None)
-    return choice, answered
+    return [choice, answered, correction, saved, last]
 
 
 def _beam_slider(h: Handlers, translator: gr.Dropdown, **options: Any) -> gr.Slider:
@@ -170,10 +171,10 @@ def _alerts_tab(h: Handlers, concurrency: int) -> None:
                          preprocess=False)
     shown = asked.success(h.show_recommendations, [shown_summary, recommendations, level], [summary, choice, *plots],
                           api_name="show_recommendations", api_visibility="private")
-    feedback_choice, answered = _verdict_panel(h, "alerts")
-    _cleared_on_refusal(asked, [data, summary, choice, feedback_choice, answered], plots)
-    shown.success(h.feedback_targets, [recommendations], [feedback_choice, answered],
-                  api_name="alerts_feedback_targets", api_visibility="private")
+    panel = _verdict_panel(h, "alerts")
+    _cleared_on_refusal(asked, [data, summary, choice, *panel], plots)
+    shown.success(h.feedback_targets, [recommendations], panel, api_name="alerts_feedback_targets",
+                  api_visibility="private")
     for control, name in ((choice, "show_alert"), (level, "show_alert_level")):
         control.input(h.show_alert, [recommendations, choice, level], plots, api_name=name, api_visibility="private")
 
@@ -203,10 +204,9 @@ def _engine_tab(h: Handlers) -> None:
                          preprocess=False)
     shown = asked.success(h.show_engine, [shown_summary, report], [summary, attention, deviations, *plots],
                           api_name="show_engine", api_visibility="private")
-    feedback_choice, answered = _verdict_panel(h, "engine")
-    _cleared_on_refusal(asked, [data, summary, attention, deviations, feedback_choice, answered], plots)
-    shown.success(lambda r: h.feedback_targets(shown_first(r, "/engine_health").recommendations), [report],
-                  [feedback_choice, answered],
+    panel = _verdict_panel(h, "engine")
+    _cleared_on_refusal(asked, [data, summary, attention, deviations, *panel], plots)
+    shown.success(lambda r: h.feedback_targets(shown_first(r, "/engine_health").recommendations), [report], panel,
                   api_name="engine_feedback_targets", api_visibility="private")
 
 

@@ -151,6 +151,22 @@ def test_wrong_with_a_correction_is_stored_in_the_feedback_database(page, recomm
     assert record.shown.translator and record.shown.score == pytest.approx(second.score, abs=1e-4)
 
 
+def test_a_new_answer_leaves_no_correction_or_saved_message_of_the_answer_before(page, feedback):
+    """A correction typed for one alert stayed in its box under the next answer, to be stored against it."""
+    page.locator("#alerts textarea").fill(UI_ALERTS[0])
+    page.locator("#recommend").click()
+    expect(page.locator("#alerts-feedback-choice input")).to_have_value(re.compile(r"^1\. "), timeout=TIMEOUT_MS)
+    page.locator("#alerts-correction textarea").fill("called a plumber")
+    page.locator("#alerts-wrong").click()
+    expect(page.locator("#alerts-feedback-saved")).to_contain_text("saved as feedback record", timeout=TIMEOUT_MS)
+    page.locator("#alerts textarea").fill(UI_ALERTS[1])
+    page.locator("#recommend").click()
+    expect(page.locator("#alerts-feedback-choice input")).to_have_value(re.compile(rf"^1\. {UI_ALERTS[1]}"),
+                                                                       timeout=TIMEOUT_MS)
+    expect(page.locator("#alerts-correction textarea")).to_have_value("")
+    expect(page.locator("#alerts-feedback-saved")).not_to_contain_text("saved")
+
+
 def test_a_double_click_on_right_stores_one_record_and_a_click_after_it_says_it_is_already_saved(page, feedback):
     page.locator("#alerts textarea").fill(UI_ALERTS[0])
     page.locator("#recommend").click()

@@ -19,11 +19,12 @@ from gradio_client.exceptions import AppError
 from support import UI_ALERTS, launch, load_script, trained, trained_rul
 
 import gradio_app
+from seq2seq.errors import DataError
 from seq2seq.recommender import Recommender
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.serving.destinations import model_digest
-from seq2seq.serving.feedback import Shown
+from seq2seq.serving.feedback import Feedback, Shown
 from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.handlers import Handlers
 
@@ -84,25 +85,43 @@ def test_a_database_deleted_under_the_app_is_named_to_the_technician_by_its_file
     assert "operator-only" not in refused.value.message
 
 
-def test_the_same_verdict_sent_twice_from_a_page_a_double_click_is_stored_once_and_a_changed_one_again(tiny,
-                                                                                                      tmp_path):
+def test_the_same_verdict_sent_twice_from_a_page_a_double_click_is_stored_once_and_a_changed_one_changes_it(
+        tiny, tmp_path):
+    """Right then wrong on one recommendation (a misclick put right), or a correction typed again, stood as two
+    records that contradicted each other in stats and export."""
     store = FeedbackStore(tmp_path / "feedback.sqlite")
     handlers = Handlers({"tiny": Recommender.from_checkpoint(tiny[0].best)}, None, [], store)
     try:
         answered = handlers.translators["tiny"].recommend(UI_ALERTS[:2])
         first, last = handlers.feedback_on("right", answered, 0, "", "")
         again, last = handlers.feedback_on("right", answered, 0, "", "", last)
+        said = []
         for verdict, index, correction in (("wrong", 0, ""), ("wrong", 0, "did X"), ("wrong", 1, "did X")):
-            _, last = handlers.feedback_on(verdict, answered, index, correction, "", last)
+            saying, last = handlers.feedback_on(verdict, answered, index, correction, "Zoë", last)
+            said.append(saying)
         records = store.records()
     finally:
         handlers.close()
         store.close()
     assert first.startswith(f"Thank you: saved as feedback record {records[0].id} ")
     assert again.startswith(f"Already saved as feedback record {records[0].id} ")
-    assert [(r.feedback.alert, r.feedback.verdict, r.feedback.correction) for r in records] == [
-        (UI_ALERTS[0], "right", ""), (UI_ALERTS[0], "wrong", ""), (UI_ALERTS[0], "wrong", "did X"),
-        (UI_ALERTS[1], "wrong", "did X")]
+    assert said[0].startswith(f"Thank you: changed feedback record {records[0].id} (wrong: ")
+    assert said[2].startswith(f"Thank you: saved as feedback record {records[1].id} ")
+    assert [(r.feedback.alert, r.feedback.verdict, r.feedback.correction, r.feedback.technician) for r in records] == [
+        (UI_ALERTS[0], "wrong", "did X", "Zoë"), (UI_ALERTS[1], "wrong", "did X", "Zoë")]
+
+
+def test_a_record_changed_from_a_page_must_still_hold_its_recommendation(tmp_path):
+    store = FeedbackStore(tmp_path / "feedback.sqlite")
+    try:
+        record = store.add(Feedback("fan speed low", "replace fan belt", "right"))
+        with pytest.raises(DataError, match=f"record {record} of this recommendation is gone"):
+            store.revise(record, Feedback("fan speed low", "another text", "wrong"))
+        assert store.revise(record, Feedback("fan speed low", "replace fan belt", "wrong", "did X")) == record
+        [kept] = store.records()
+    finally:
+        store.close()
+    assert (kept.id, kept.feedback.verdict, kept.feedback.correction) == (record, "wrong", "did X")
 
 
 def test_correction_and_technician_may_be_left_out(served):

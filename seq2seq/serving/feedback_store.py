@@ -190,6 +190,26 @@ class FeedbackStore:
                 raise DataError(f"{self.path}: feedback not stored ({err})") from None
             return cursor.lastrowid
 
+    def revise(self, record: int, feedback: Feedback) -> int:
+        """Record ``record`` given ``feedback``'s verdict, correction and technician (its technician's second
+        thought on the same recommendation), committed and synced; DataError when no record ``record`` holds that
+        alert and recommendation."""
+        with self._lock:
+            try:
+                if _identity(self.path) != self._identity:
+                    raise DataError(f"{self.path}: feedback not stored: the database was deleted or replaced while "
+                                    "the app ran; restart the app to open it again")
+                changed = self._db.execute(
+                    "UPDATE feedback SET time = ?, verdict = ?, correction = ?, technician = ? WHERE id = ? AND "
+                    "alert = ? AND recommendation = ?", (datetime.now(UTC).isoformat(timespec="milliseconds"),
+                                                         feedback.verdict, feedback.correction, feedback.technician,
+                                                         record, feedback.alert, feedback.recommendation)).rowcount
+            except sqlite3.Error as err:
+                raise DataError(f"{self.path}: feedback not stored ({err})") from None
+        if not changed:
+            raise DataError(f"{self.path}: feedback not stored: record {record} of this recommendation is gone")
+        return record
+
     def records(self) -> list[Record]:
         """Every record, oldest first; DataError for a value of the wrong type, which only another program
         can have written (SQLite keeps any type in any column)."""

@@ -301,24 +301,31 @@ class Handlers:
             return self.feedback_store.add(record, self.shown.get(record))
 
     def feedback_targets(self, recommendations: list[Recommendation]):
-        """The verdict panel's choice of recommendation (those with one), and the list it indexes."""
+        """The verdict panel for a new answer: its choice of recommendation (those with one), the list it indexes,
+        and no correction, saved message or last record left from the answer before (a correction typed for one
+        alert was stored against the next)."""
         answered = [r for r in shown_first(recommendations, "/recommend") if r.candidates]
         choices = [(f"{i}. {r.alert} -> {as_shown(r.text, r.verdict)}", i - 1) for i, r in enumerate(answered, 1)]
-        return gr.Dropdown(choices=choices, value=0 if choices else None), answered
+        return gr.Dropdown(choices=choices, value=0 if choices else None), answered, "", "", None
 
     def feedback_on(self, verdict: str, answered: list[Recommendation] | None, index: Any, correction: str,
                     technician: str, last: tuple[tuple, int] | None = None) -> tuple[str, tuple[tuple, int]]:
         """A verdict button: the chosen recommendation's feedback, stored through ``feedback``, and the page's
         ``last`` record (what was posted, its id). The same post again from the page, a double click, is
         answered with that record rather than stored twice: each record counts in ``feedback stats`` and as a
-        training pair in ``feedback export``."""
+        training pair in ``feedback export``. Another verdict or correction for the recommendation just judged (a
+        misclick put right) changes that record rather than stand beside it as its contradiction."""
         if not answered or not isinstance(index, int) or not 0 <= index < len(answered):
             raise refusal("Get a recommendation first, then choose it and say whether it was right.")
         chosen = answered[index]
         posted = (chosen.alert, chosen.text, verdict, correction, technician)
         if last is not None and last[0] == posted:
-            record, saved = last[1], "Already saved"
+            record, saved = last[1], "Already saved as"
+        elif last is not None and last[0][:2] == posted[:2] and self.feedback_store is not None:
+            with user_errors(self.feedback_store.path):
+                record = self.feedback_store.revise(last[1], Feedback.checked(*posted))
+            saved = "Thank you: changed"  # the record's id is kept
         else:
-            record, saved = self.feedback(*posted), "Thank you: saved"
-        return (f"{saved} as feedback record {record} ({verdict}: \"{views.as_written(chosen.alert)}\" -> "
+            record, saved = self.feedback(*posted), "Thank you: saved as"
+        return (f"{saved} feedback record {record} ({verdict}: \"{views.as_written(chosen.alert)}\" -> "
                 f"\"{views.as_written(chosen.text)}\")."), (posted, record)
