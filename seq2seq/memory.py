@@ -35,6 +35,10 @@ STATE_VERSION = 1
 LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
 LONG_C = 0.3  # regularisation of long_answer's logistic regression (0.1 to 1 measured alike: docs/trust.md)
 WORD = re.compile(r"[^\W_]+")  # a word of an alert, for known_words
+# ... and a run of pictographs, emoji and other symbols beyond Latin-1 ("🔥🔥", "⚠"), which no past alert used:
+# ignored, they made "🔥🔥 engine 🔥" an alert of known words only, answered as confidently as "engine" typed alone
+# would never be. Latin-1's symbols ("°", "#", "/") stand in real alerts and are still no words.
+PICTOGRAPHS = re.compile(r"[^\w\s\x00-\xff]+")
 
 
 @dataclass(frozen=True)
@@ -155,9 +159,10 @@ class CaseMemory:
                 for found, near in zip(pairs.tolist(), similarities.tolist(), strict=True)]
 
     def known_words(self, alerts: list[str]) -> list[float]:
-        """For each alert, the share of its words (runs of letters and digits, case aside) that past alerts used;
-        0 for an alert without a word. An alert of mostly new words is about something else (docs/trust.md)."""
-        words = [WORD.findall(normalize(alert).lower()) for alert in alerts]
+        """For each alert, the share of its words (runs of letters and digits, case aside; runs of pictographs) that
+        past alerts used; 0 for an alert without a word. An alert of mostly new words is about something else
+        (docs/trust.md)."""
+        words = [WORD.findall(text) + PICTOGRAPHS.findall(text) for text in (normalize(a).lower() for a in alerts)]
         return [sum(word in self._words for word in found) / len(found) if found else 0.0 for found in words]
 
     def agreement_and_consensus(self, actions: list[str] | None,

@@ -458,6 +458,9 @@ def test_known_words_is_the_share_of_an_alerts_words_that_past_alerts_used():
     assert memory.known_words(["hyd pump leaking", "Kitchen pump", "l-h eng 2", "###", "sink drain", ""]) == \
         [1.0, 0.5, 1.0, 0.0, 0.0, 0.0]
     assert memory.known_words([]) == []
+    # Emoji and pictographs are words no past alert used; Latin-1's symbols are no words at all
+    assert memory.known_words(["🔥🔥 pump 🔥", "⚠ hyd pump leaking", "hyd pump° #2", "oil press ↓"]) == \
+        [1 / 3, 0.75, 1.0, 2 / 3]
 
 
 def test_trust_is_in_the_unit_interval_and_grows_with_agreement():
