@@ -26,7 +26,7 @@ from support import UI_ALERTS, launch, trained, trained_rul
 import gradio_app
 from seq2seq.config import SearchConfig
 from seq2seq.recommender import Recommender
-from seq2seq.rul.cmapss import read_cmapss
+from seq2seq.rul.cmapss import read_cmapss, write_cmapss
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.serving.app import MAX_REQUEST_BODY
 from seq2seq.serving.feedback_store import FeedbackStore
@@ -224,6 +224,38 @@ def test_engine_tab_shows_rul_figures_and_alert_heatmaps(page, screenshots):
     expect(page.locator("#alert-heatmap img")).to_be_visible(timeout=TIMEOUT_MS)
     settle_and_capture(page, screenshots / "engine_health.png")
     assert not any(b"word_attention" in body for body in posted), "the report's JSON went back to the server"
+
+
+def test_a_bundled_engine_picked_while_a_file_is_attached_is_the_one_analysed(page, tmp_path, tmp_path_factory):
+    """The file was analysed again, the bundled choice ignored, and only "(the file's name)" in the summary said so."""
+    engines = read_cmapss(trained_rul(tmp_path_factory.getbasetemp()).train)[:4]  # the server's bundled engines
+    write_cmapss(tmp_path / "fleet.txt", engines[:1])
+    page.get_by_role("tab", name="Engine health").click()
+    page.locator("#cmapss-file input[type=file]").set_input_files(str(tmp_path / "fleet.txt"))
+    expect(page.locator("#cmapss-file").get_by_role("cell", name="fleet.txt")).to_be_visible(timeout=TIMEOUT_MS)
+    page.locator("#engine input").click()
+    page.get_by_role("option", name=f"engine {engines[1].unit} (").click()
+    expect(page.locator("#cmapss-file").get_by_role("cell", name="fleet.txt")).to_have_count(0, timeout=TIMEOUT_MS)
+    page.locator("#analyse").click()
+    expect(page.locator("#engine-summary")).to_contain_text(f"Engine {engines[1].unit}", timeout=TIMEOUT_MS)
+    expect(page.locator("#engine-summary")).not_to_contain_text("fleet.txt")
+
+
+def test_a_new_upload_clears_the_result_of_the_file_before(page, tmp_path):
+    logs = []
+    for name in ("first.txt", "second.txt"):
+        logs.append(tmp_path / name)
+        logs[-1].write_text("\n".join(UI_ALERTS) + "\n", encoding="utf-8")
+    page.get_by_role("tab", name="Batch").click()
+    page.locator("#batch-file input[type=file]").set_input_files(str(logs[0]))
+    expect(page.locator("#batch-file").get_by_role("cell", name="first.txt")).to_be_visible(timeout=TIMEOUT_MS)
+    page.locator("#translate-file").click()
+    expect(page.locator("#batch-summary")).to_contain_text("3 rows", timeout=TIMEOUT_MS)
+    page.locator("#batch-file button[aria-label='Clear']").click()
+    page.locator("#batch-file input[type=file]").set_input_files(str(logs[1]))
+    expect(page.locator("#batch-file").get_by_role("cell", name="second.txt")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#batch-summary")).not_to_contain_text("3 rows", timeout=TIMEOUT_MS)
+    expect(page.locator("#batch-result a")).to_have_count(0)
 
 
 def test_batch_tab_translates_an_upload_into_a_download(page, screenshots, tmp_path):
