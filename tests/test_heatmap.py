@@ -20,9 +20,11 @@ def test_heatmap_cells_are_the_attention_matrix_with_piece_labels():
     figure = heatmap_figure(source, cand)
     axes, colorbar = figure.axes
     np.testing.assert_allclose(axes.images[0].get_array(), cand.attention.numpy())
-    assert [t.get_text() for t in axes.get_xticklabels()] == ["pump", "vibration", "high", "</s>"]
-    assert [t.get_text() for t in axes.get_yticklabels()] == ["t0", "t1", "t2", "t3", "</s>"]
+    assert [t.get_text() for t in axes.get_xticklabels()] == ["pump", "vibration", "high", "(end)"]
+    assert [t.get_text() for t in axes.get_yticklabels()] == ["t0", "t1", "t2", "t3", "(end)"]
     assert colorbar.get_ylabel() == "attention weight"
+    pieces = heatmap_figure(source, cand, words=False).axes[0]  # the pieces the model reads, its end mark too
+    assert [t.get_text() for t in pieces.get_xticklabels()] == ["pump", "vibration", "high", "</s>"]
 
 
 def test_one_figure_per_candidate_in_order():

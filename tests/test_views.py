@@ -94,7 +94,7 @@ def test_the_alert_s_words_in_the_json_and_the_heatmaps_are_as_typed_not_as_the_
                                       torch.full((3, 3), 1 / 3), -0.5)], None, 0.9, "confident", [])
     assert recommendation_json(typed)["recommendations"][0]["source_words"] == ["PUMP", "Vibration", "</s>"]
     figure = recommendation_figures(typed)[0]
-    assert [label.get_text() for label in figure.axes[0].get_xticklabels()] == ["PUMP", "Vibration", "</s>"]
+    assert [label.get_text() for label in figure.axes[0].get_xticklabels()] == ["PUMP", "Vibration", "(end)"]
 
 
 

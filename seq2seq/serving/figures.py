@@ -13,9 +13,11 @@ from matplotlib.figure import Figure
 
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.rul.monitor import EngineReport
-from seq2seq.tokenizer import piece_label
+from seq2seq.tokenizer import EOS_PIECE, piece_label
 from seq2seq.trust import as_shown
 from seq2seq.words import word_attention
+
+END_LABEL = "(end)"  # the end mark "</s>" on a word-level heatmap's axes
 
 
 def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | None = None,
@@ -25,6 +27,8 @@ def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | 
     if words:
         columns, rows, weights = word_attention(source_pieces, candidate.target_pieces,
                                                 candidate.attention.float().numpy(), alert)  # (Tw, Sw)
+        # a technician reads words: the end mark, a word of its own (attention rests there), is named as one
+        columns, rows = ([END_LABEL if w == EOS_PIECE else w for w in axis] for axis in (columns, rows))
         unit = "words"
     else:
         weights = candidate.attention.float().numpy()  # (T, S)
