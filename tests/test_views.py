@@ -30,6 +30,22 @@ def test_a_confident_answer_shows_its_badge_the_past_cases_and_the_alternatives(
     assert "| 2 | replace pump seal |" in page
 
 
+def test_an_answer_other_than_the_history_s_for_this_very_alert_says_what_the_history_did():
+    """The README's own screenshot: CONFIDENT "replace t30 sensor and hpc harness", its past case of similarity 1.00
+    "replace worn hpc blades", and nothing to say that the two disagree."""
+    item = recommendation_json(recommendation("confident", texts=("replace pump seal",)))
+    line = " — but the history answered this very alert with: *inspect pump bearings*"
+    assert line in alerts_markdown([item])
+    assert line in engine_markdown({"unit": 1, "source": "bundled", "rul": 50.0, "health": "degrading",
+                                    "health_probabilities": {"degrading": 1.0}, "note": "", "recommendations": [item],
+                                    "alerts": [{"line": "degrading: pump vibration high", "cycle": 9}]})
+    assert "the history answered" not in alerts_markdown([recommendation_json(recommendation("confident"))])
+    typed = recommendation_json(recommendation("confident", texts=("Inspect  PUMP bearings",)))  # case aside
+    assert "the history answered" not in alerts_markdown([typed])
+    near = {**item, "similar": [{**item["similar"][0], "similarity": 0.9}]}  # a similar alert, not this one
+    assert "the history answered" not in alerts_markdown([near])
+
+
 def test_an_out_of_scope_answer_gives_no_advice_only_a_struck_through_guess_and_the_past_cases():
     page = alerts_markdown([recommendation_json(recommendation("out-of-scope"))])
     assert "**OUT OF SCOPE**" in page and "~~inspect pump bearings~~" in page
