@@ -35,9 +35,9 @@ STATE_VERSION = 1
 LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
 LONG_C = 0.3  # regularisation of long_answer's logistic regression (0.1 to 1 measured alike: docs/trust.md)
 WORD = re.compile(r"[^\W_]+")  # a word of an alert, for known_words
-# ... and a run of pictographs, emoji and other symbols beyond Latin-1 ("🔥🔥", "⚠"), which no past alert used:
-# ignored, they made "🔥🔥 engine 🔥" an alert of known words only, answered as confidently as "engine" typed alone
-# would never be. Latin-1's symbols ("°", "#", "/") stand in real alerts and are still no words.
+# ... and a run of pictographs, emoji and other symbols beyond Latin-1 ("🔥🔥", "⚠"), a word no past alert used. Left
+# out, they made "🔥🔥 engine 🔥" an alert of known words only, answered confidently where "engine" alone is not.
+# Latin-1's symbols ("°", "#", "/") stand in real alerts and are still no words.
 PICTOGRAPHS = re.compile(r"[^\w\s\x00-\xff]+")
 
 

@@ -115,12 +115,13 @@ def verdict_line(item: dict[str, Any]) -> str:
 
 
 def otherwise(item: dict[str, Any]) -> str:
-    """", but the history answered this very alert (similarity 1, case aside) with another action: ...", or "".
+    """What the history did when a past case is this very alert (similarity 1, case aside) and the answer is none of
+    the actions it took for it; "" otherwise.
 
-    The default translator, trained under a time budget, answered 43% of its own training alerts otherwise than
-    their training pairs, 1,507 of them confidently, the case right beside the answer; on MaintNet such confident
-    answers score as well as the others (its history answers one alert many ways), so trust and verdict stay as
-    fitted, and the technician is told (docs/trust.md)."""
+    The default translator, trained under a time budget, answers many of its own training alerts otherwise than
+    their pairs, confidently, the case right beside the answer; on MaintNet such confident answers score as well as
+    the others (its history answers one alert many ways). So trust and verdict stay as fitted, and the technician
+    is told (docs/trust.md)."""
     same = [case for case in item["similar"] if case["similarity"] >= EXACT]
     if not same or any(_same_words(case["action"], item["recommendations"][0]["text"]) for case in same):
         return ""
