@@ -35,7 +35,8 @@ def test_alerts_are_the_non_blank_lines_split_as_an_incident_log_splits_them(tex
     ("\u2066egt high\u2069", r"Alert 1 holds a bidirectional override \(U\+2066\) at character 1"),
     (" \n \r\n", "Type at least one alert"),
     (["pump low"], "Alerts must be text"),
-    ("a\n" * 51, "Too much input"),
+    ("a\n" * 51, "Too much input: 51 alerts and 102 characters, and a request takes at most 50 alerts and 10,000"),
+    ("a" * 10_001, "Too much input: 1 alert and 10,001 characters"),
 ])
 def test_alerts_no_keyboard_types_are_refused_in_one_line_naming_the_alert(text, message):
     with pytest.raises(gr.Error, match=message) as refused:

@@ -17,7 +17,7 @@ from typing import Any
 import gradio as gr
 from gradio.data_classes import GradioRootModel
 
-from seq2seq.errors import CONTROLS, Seq2SeqError, typed_text_fault
+from seq2seq.errors import CONTROLS, Seq2SeqError, counted, typed_text_fault
 from seq2seq.files import split_lines
 
 
@@ -62,8 +62,9 @@ def alert_lines(text: Any, max_alerts: int, max_chars: int) -> list[str]:
     if not lines:
         raise refusal("Type at least one alert, one per line.")
     if len(lines) > max_alerts or len(text) > max_chars:
-        raise refusal(f"Too much input: at most {max_alerts} alerts and {max_chars:,} characters per request; "
-                      "the Batch tab translates whole files.")
+        raise refusal(f"Too much input: {counted(len(lines), 'alert')} and {counted(len(text), 'character')}, and a "
+                      f"request takes at most {max_alerts} alerts and {max_chars:,} characters; the Batch tab "
+                      "translates whole files.")
     for i, line in enumerate(lines, 1):
         if fault := typed_text_fault(line):  # a program's encoding bug or terminal escapes, shown back as they are
             raise refusal(f"Alert {i} {fault}.")
