@@ -40,6 +40,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker per core, at most MAX_WORKERS (a many-core machine need not have their memory)."""
     return min(MAX_WORKERS, os.cpu_count() or 1)
 
+
 @pytest.fixture(autouse=True)
 def signal_handlers_kept():
     """A test that leaves Ctrl-C's or SIGTERM's handler changed fails, its handlers put back: a later test in the

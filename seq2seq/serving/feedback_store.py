@@ -175,40 +175,35 @@ class FeedbackStore:
 
     def add(self, feedback: Feedback, shown_with: Shown | None = None) -> int:
         """Store one record, committed and synced before returning its id."""
-        row = {**asdict(feedback), **asdict(shown_with or Shown()),
-               "time": datetime.now(UTC).isoformat(timespec="milliseconds")}
-        with self._lock:
-            try:
-                if _identity(self.path) != self._identity:  # SQLite would go on writing the deleted file's inode
-                    raise DataError(f"{self.path}: feedback not stored: the database was deleted or replaced while "
-                                    "the app ran; restart the app to open it again")
-                cursor = self._db.execute(
-                    "INSERT INTO feedback (time, alert, translator, recommendation, score, trust, trust_verdict,"
-                    " verdict, correction, technician) VALUES (:time, :alert, :translator, :recommendation, :score,"
-                    " :trust, :trust_verdict, :verdict, :correction, :technician)", row)
-            except sqlite3.Error as err:
-                raise DataError(f"{self.path}: feedback not stored ({err})") from None
-            return cursor.lastrowid
+        row = {**asdict(feedback), **asdict(shown_with or Shown()), "time": _now()}
+        return self._write(
+            "INSERT INTO feedback (time, alert, translator, recommendation, score, trust, trust_verdict, verdict,"
+            " correction, technician) VALUES (:time, :alert, :translator, :recommendation, :score, :trust,"
+            " :trust_verdict, :verdict, :correction, :technician)", row).lastrowid
 
     def revise(self, record: int, feedback: Feedback) -> int:
         """Record ``record`` given ``feedback``'s verdict, correction and technician (its technician's second
         thought on the same recommendation), committed and synced; DataError when no record ``record`` holds that
         alert and recommendation."""
-        with self._lock:
-            try:
-                if _identity(self.path) != self._identity:
-                    raise DataError(f"{self.path}: feedback not stored: the database was deleted or replaced while "
-                                    "the app ran; restart the app to open it again")
-                changed = self._db.execute(
-                    "UPDATE feedback SET time = ?, verdict = ?, correction = ?, technician = ? WHERE id = ? AND "
-                    "alert = ? AND recommendation = ?", (datetime.now(UTC).isoformat(timespec="milliseconds"),
-                                                         feedback.verdict, feedback.correction, feedback.technician,
-                                                         record, feedback.alert, feedback.recommendation)).rowcount
-            except sqlite3.Error as err:
-                raise DataError(f"{self.path}: feedback not stored ({err})") from None
+        changed = self._write(
+            "UPDATE feedback SET time = ?, verdict = ?, correction = ?, technician = ? WHERE id = ? AND alert = ? AND"
+            " recommendation = ?", (_now(), feedback.verdict, feedback.correction, feedback.technician, record,
+                                    feedback.alert, feedback.recommendation)).rowcount
         if not changed:
             raise DataError(f"{self.path}: feedback not stored: record {record} of this recommendation is gone")
         return record
+
+    def _write(self, statement: str, parameters: dict | tuple) -> sqlite3.Cursor:
+        """One statement, committed by itself (and synced, synchronous=FULL); a DataError, nothing written, when
+        it fails or the file is no longer the one opened."""
+        with self._lock:
+            try:
+                if _identity(self.path) != self._identity:  # SQLite would go on writing the deleted file's inode
+                    raise DataError(f"{self.path}: feedback not stored: the database was deleted or replaced while "
+                                    "the app ran; restart the app to open it again")
+                return self._db.execute(statement, parameters)
+            except sqlite3.Error as err:
+                raise DataError(f"{self.path}: feedback not stored ({err})") from None
 
     def records(self) -> list[Record]:
         """Every record, oldest first; DataError for a value of the wrong type, which only another program
@@ -255,6 +250,11 @@ class FeedbackStore:
                 "translators": len({r.shown.translator for r in records if r.shown.translator}),
                 "technicians": len({f.technician.strip() for f in feedback if f.technician.strip()}),
                 "first": records[0].time if records else None, "last": records[-1].time if records else None}
+
+
+def _now() -> str:
+    """A record's time: UTC, ISO 8601 with milliseconds."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def sidecar(path: Path, suffix: str) -> Path:
