@@ -347,6 +347,26 @@ def test_the_queue_cannot_be_skipped_by_posting_to_the_direct_route(client):
     assert response.status_code == 404 and "join the queue" in response.text
 
 
+def test_each_page_names_the_translator_and_search_that_answered_it(tiny):
+    """A translator picked after an answer leaves that answer on screen until the next request: the page must say
+    whose it is, or it passes for the new translator's."""
+    translator, rul = tiny
+    recommender = Recommender.from_checkpoint(translator.best)
+    engines = [engine for engine in read_cmapss(rul.train) if engine.unit == DRIFT_UNIT]  # it raises alerts
+    handlers = Handlers({"first": recommender, "second": recommender},
+                        EngineMonitor.from_checkpoint(rul.output_dir / "best.pt"), engines)
+    try:
+        _, page, _ = asyncio.run(handlers.recommend("pump vibration high", "second", 2, 1))
+        assert page.startswith("*Answered by translator second (beam size 2).*")
+        _, page, _ = asyncio.run(handlers.recommend("pump vibration high", "first", 1, 1))
+        assert page.startswith("*Answered by translator first (greedy search).*")
+        data, page, _ = handlers.engine_health(engines[0].unit, None, None, "second")
+        assert (data["translator"], data["beam_size"]) == ("second", recommender.search.beam_size)
+        assert data["alerts"] and "*Answered by translator second (greedy search).*" in page
+    finally:
+        handlers.close()
+
+
 def test_batch_results_live_in_the_apps_temporary_folder_until_they_age_or_it_closes(tiny, tmp_path):
     translator, _ = tiny
     handlers = Handlers({"tiny": Recommender.from_checkpoint(translator.best)}, None, [])

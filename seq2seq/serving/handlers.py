@@ -153,7 +153,8 @@ class Handlers:
         the browser in the request (up to 13 MB at beam 10, n-best 5), past the body cap; a State of the JSON
         itself would keep that much per session."""
         data, recommendations = await self._recommend(text, translator, beam_size, n_best, gr.Warning)
-        return data, views.alerts_markdown(data["alerts"]), recommendations
+        header = views.answered_by(data["translator"], data["beam_size"])
+        return data, views.alerts_markdown(data["alerts"], header), recommendations
 
     async def recommend_direct(self, inputs: Any) -> dict[str, Any]:
         """POST /api/recommend (seq2seq/serving/gate.py): /recommend's inputs as a JSON list, its JSON back;
@@ -228,7 +229,7 @@ class Handlers:
             engine, source = self.pick_engine(unit, upload, file_unit)
             report = self.monitor.analyse(engine, recommender, search)
         self.shown.remember(self.digests[translator], report.recommendations)
-        data = views.engine_json(report, source)
+        data = {**views.engine_json(report, source), "translator": translator, "beam_size": search.beam_size}
         return data, views.engine_markdown(data), report  # as /recommend: shown from a State
 
     def show_engine(self, summary: str, report: EngineReport):

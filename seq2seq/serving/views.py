@@ -22,7 +22,9 @@ from seq2seq.words import word_attention
 EXACT = 0.99995  # a past case's similarity at which it is the very alert (rounded to 1.00000 in the JSON)
 CONFIDENCE_NOTE = ("score = log P(recommendation | alert), divided by GNMT's length penalty under beam search; "
                    "confidence = per-piece probability exp(log P / pieces), the geometric mean of the probabilities "
-                   "of the output pieces; share = the candidate's part of the n-best list's probability mass")
+                   "of the output pieces; share = the candidate's part of the n-best list's probability mass (the "
+                   "list is ranked by score, so under beam search a longer answer may rank above a shorter one with "
+                   "more share)")
 
 
 def recommendation_json(recommendation: Recommendation) -> dict[str, Any]:
@@ -132,9 +134,17 @@ def _same_words(a: str, b: str) -> bool:
     return normalize(a).lower() == normalize(b).lower()
 
 
-def alerts_markdown(alerts: list[dict[str, Any]]) -> str:
-    """Per alert: the best recommendation with its confidence, then (n-best > 1) a table of the alternatives."""
-    blocks = []
+def answered_by(translator: str, beam_size: int) -> str:
+    """Which translator and search gave the answers on a page: switching the translator leaves the last answer
+    on screen until the next is asked for, and it must not pass for the new translator's."""
+    search = "greedy search" if beam_size == 1 else f"beam size {beam_size}"
+    return f"*Answered by translator {as_written(translator)} ({search}).*"
+
+
+def alerts_markdown(alerts: list[dict[str, Any]], header: str = "") -> str:
+    """Per alert: the best recommendation with its confidence, then (n-best > 1) a table of the alternatives;
+    ``header`` (``answered_by``) first."""
+    blocks = [header] if header else []
     for i, item in enumerate(alerts, 1):
         lines = [f"#### {i}. {as_written(item['alert'])}"]
         if item["warning"]:
@@ -157,10 +167,13 @@ def alerts_markdown(alerts: list[dict[str, Any]]) -> str:
 
 
 def engine_markdown(data: dict[str, Any]) -> str:
-    """RUL, health and its probabilities, then one line per alert with its recommendation."""
+    """RUL, health and its probabilities, then one line per alert with its recommendation (and, when ``data``
+    names it, the translator that gave them)."""
     probabilities = ", ".join(f"{k} {v:.0%}" for k, v in data["health_probabilities"].items())
     lines = [f"### Engine {data['unit']} ({as_written(data['source'])}): RUL {data['rul']:.0f} cycles, "
              f"**{data['health']}**", f"Health state probabilities: {probabilities}.", ""]
+    if data["alerts"] and "translator" in data:
+        lines[-1:-1] = [answered_by(data["translator"], data["beam_size"])]
     lines += [f"**Warning:** {as_written(warning)}." for warning in data.get("warnings", [])]
     if data["note"]:
         lines.append(f"No alerts: {data['note']}.")
