@@ -116,9 +116,9 @@ def _translator_dropdown(handlers: Handlers) -> gr.Dropdown:
 
 
 def _verdict_panel(h: Handlers, prefix: str) -> list[Any]:
-    """Right / wrong and "what I did instead" for one chosen recommendation, posted through ``h.feedback``
-    (as /feedback is); elem_ids ``PREFIX-feedback-choice``, ``-right``, ``-wrong``, ``-correction``. Returns
-    what a new answer sets (``h.feedback_targets``) and a refusal clears: the choice, the recommendations it
+    """Right / wrong and "what I did instead" for one chosen recommendation, posted as /feedback's are
+    (``h.feedback_panel``); elem_ids ``PREFIX-feedback-choice``, ``-right``, ``-wrong``, ``-correction``. Returns
+    what a new answer sets (``h.feedback_panel.targets``) and a refusal clears: the choice, the recommendations it
     indexes, the correction, the saved message and the last record stored."""
     with gr.Accordion("Was it right? Tell us what you did", open=True):
         with gr.Row():
@@ -131,8 +131,9 @@ def _verdict_panel(h: Handlers, prefix: str) -> list[Any]:
         saved = gr.Markdown(elem_id=f"{prefix}-feedback-saved")
     answered, last = gr.State(), gr.State()  # last: the record this page stored last (a double click stores once)
     for verdict, button in buttons.items():
-        button.click(partial(h.feedback_on, verdict), [answered, choice, correction, technician, last], [saved, last],
-                     api_name=f"{prefix}_feedback_{verdict}", api_visibility="private", concurrency_limit=None)
+        button.click(partial(h.feedback_panel.on_button, verdict), [answered, choice, correction, technician, last],
+                     [saved, last], api_name=f"{prefix}_feedback_{verdict}", api_visibility="private",
+                     concurrency_limit=None)
     return [choice, answered, correction, saved, last]
 
 
@@ -173,7 +174,7 @@ def _alerts_tab(h: Handlers, concurrency: int) -> None:
                           api_name="show_recommendations", api_visibility="private")
     panel = _verdict_panel(h, "alerts")
     _cleared_on_refusal(asked, [data, summary, choice, *panel], plots)
-    shown.success(h.feedback_targets, [recommendations], panel, api_name="alerts_feedback_targets",
+    shown.success(h.feedback_panel.targets, [recommendations], panel, api_name="alerts_feedback_targets",
                   api_visibility="private")
     for control, name in ((choice, "show_alert"), (level, "show_alert_level")):
         control.input(h.show_alert, [recommendations, choice, level], plots, api_name=name, api_visibility="private")
@@ -209,7 +210,7 @@ def _engine_tab(h: Handlers) -> None:
                           api_name="show_engine", api_visibility="private")
     panel = _verdict_panel(h, "engine")
     _cleared_on_refusal(asked, [data, summary, attention, deviations, *panel], plots)
-    shown.success(lambda r: h.feedback_targets(shown_first(r, "/engine_health").recommendations), [report], panel,
+    shown.success(lambda r: h.feedback_panel.targets(shown_first(r, "/engine_health").recommendations), [report], panel,
                   api_name="engine_feedback_targets", api_visibility="private")
 
 
@@ -259,7 +260,7 @@ def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, en
         with gr.Tab("Batch"):
             _batch_tab(handlers)
         # A write, not a model call: its own slot, no limit (records are serialised by the store).
-        gr.api(handlers.feedback, api_name="feedback", concurrency_limit=None)
+        gr.api(handlers.feedback_panel.feedback, api_name="feedback", concurrency_limit=None)
     # Queue positions go to waiting callers once a second: on every event's start (Gradio's default) a burst of
     # N callers costs N^2 / 2 messages.
     demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY, max_size=queue_size, api_open=False,

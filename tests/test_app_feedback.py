@@ -77,7 +77,7 @@ def test_a_database_deleted_under_the_app_is_named_to_the_technician_by_its_file
     try:
         store.path.unlink()
         with pytest.raises(gr.Error) as refused:
-            handlers.feedback("fan speed low", "replace fan belt", "right")
+            handlers.feedback_panel.feedback("fan speed low", "replace fan belt", "right")
     finally:
         handlers.close()
         store.close()
@@ -93,11 +93,11 @@ def test_the_same_verdict_sent_twice_from_a_page_a_double_click_is_stored_once_a
     handlers = Handlers({"tiny": Recommender.from_checkpoint(tiny[0].best)}, None, [], store)
     try:
         answered = handlers.translators["tiny"].recommend(UI_ALERTS[:2])
-        first, last = handlers.feedback_on("right", answered, 0, "", "")
-        again, last = handlers.feedback_on("right", answered, 0, "", "", last)
+        first, last = handlers.feedback_panel.on_button("right", answered, 0, "", "")
+        again, last = handlers.feedback_panel.on_button("right", answered, 0, "", "", last)
         said = []
         for verdict, index, correction in (("wrong", 0, ""), ("wrong", 0, "did X"), ("wrong", 1, "did X")):
-            saying, last = handlers.feedback_on(verdict, answered, index, correction, "Zoë", last)
+            saying, last = handlers.feedback_panel.on_button(verdict, answered, index, correction, "Zoë", last)
             said.append(saying)
         records = store.records()
     finally:

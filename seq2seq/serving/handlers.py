@@ -30,7 +30,7 @@ from seq2seq.serving.batch import translate_file
 from seq2seq.serving.batcher import MicroBatcher, retry_after
 from seq2seq.serving.decoder_process import DecoderProcess
 from seq2seq.serving.destinations import model_digest
-from seq2seq.serving.feedback import Feedback
+from seq2seq.serving.feedback_panel import FeedbackPanel
 from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
 from seq2seq.serving.gate import Refused
@@ -79,7 +79,8 @@ class Handlers:
         if not translators:
             raise ValueError("the UI needs at least one translator")
         self.translators, self.monitor = translators, monitor
-        self.feedback_store, self.shown = feedback, ShownRecommendations()
+        self.shown = ShownRecommendations()
+        self.feedback_panel = FeedbackPanel(feedback, self.shown)  # /feedback and the pages' verdict buttons
         self.digests = {name: model_digest(recommender) for name, recommender in translators.items()}
         self.engines = {engine.unit: engine for engine in engines}
         # /recommend calls from many technicians at once share decoder passes (seq2seq/serving/batcher.py)
@@ -289,44 +290,3 @@ class Handlers:
             except JobCancelled as stopped:  # not a fault: no traceback in the server's log
                 raise refusal(str(stopped)) from None
         return str(output), summary
-
-    # -- feedback ---------------------------------------------------------------------------------
-    def feedback(self, alert: str, recommendation: str, verdict: str, correction: str = "",
-                 technician: str = "") -> int:
-        """/feedback: a technician's verdict ('right' or 'wrong') on a recommendation, with what they did
-        instead and their name (both may be empty); stored, committed and synced, then its record id."""
-        if self.feedback_store is None:
-            raise refusal("This app keeps no feedback (started without a feedback database).")
-        with user_errors(self.feedback_store.path):
-            record = Feedback.checked(alert, recommendation, verdict, correction, technician)
-            return self.feedback_store.add(record, self.shown.get(record))
-
-    def feedback_targets(self, recommendations: list[Recommendation]):
-        """The verdict panel for a new answer: its choice of recommendation (those with one), the list it indexes,
-        and no correction, saved message or last record left from the answer before (a correction typed for one
-        alert was stored against the next)."""
-        answered = [r for r in shown_first(recommendations, "/recommend") if r.candidates]
-        choices = [(f"{i}. {r.alert} -> {as_shown(r.text, r.verdict)}", i - 1) for i, r in enumerate(answered, 1)]
-        return gr.Dropdown(choices=choices, value=0 if choices else None), answered, "", "", None
-
-    def feedback_on(self, verdict: str, answered: list[Recommendation] | None, index: Any, correction: str,
-                    technician: str, last: tuple[tuple, int] | None = None) -> tuple[str, tuple[tuple, int]]:
-        """A verdict button: the chosen recommendation's feedback, stored through ``feedback``, and the page's
-        ``last`` record (what was posted, its id). The same post again from the page, a double click, is
-        answered with that record rather than stored twice: each record counts in ``feedback stats`` and as a
-        training pair in ``feedback export``. Another verdict or correction for the recommendation just judged (a
-        misclick put right) changes that record rather than stand beside it as its contradiction."""
-        if not answered or not isinstance(index, int) or not 0 <= index < len(answered):
-            raise refusal("Get a recommendation first, then choose it and say whether it was right.")
-        chosen = answered[index]
-        posted = (chosen.alert, chosen.text, verdict, correction, technician)
-        if last is not None and last[0] == posted:
-            record, saved = last[1], "Already saved as"
-        elif last is not None and last[0][:2] == posted[:2] and self.feedback_store is not None:
-            with user_errors(self.feedback_store.path):
-                record = self.feedback_store.revise(last[1], Feedback.checked(*posted))
-            saved = "Thank you: changed"  # the record's id is kept
-        else:
-            record, saved = self.feedback(*posted), "Thank you: saved as"
-        return (f"{saved} feedback record {record} ({verdict}: \"{views.as_written(chosen.alert)}\" -> "
-                f"\"{views.as_written(chosen.text)}\")."), (posted, record)
