@@ -11,6 +11,7 @@ import signal
 import socket
 import threading
 import time
+from dataclasses import replace
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -365,6 +366,21 @@ def test_each_page_names_the_translator_and_search_that_answered_it(tiny):
         assert data["alerts"] and "*Answered by translator second (greedy search).*" in page
     finally:
         handlers.close()
+
+
+def test_an_engine_without_alerts_shows_no_empty_heatmap_frame(tiny):
+    translator, rul = tiny
+    engine = read_cmapss(rul.test)[0]
+    short = replace(engine, cycles=engine.cycles[:10], settings=engine.settings[:10], sensors=engine.sensors[:10])
+    handlers = Handlers({"tiny": Recommender.from_checkpoint(translator.best)},
+                        EngineMonitor.from_checkpoint(rul.output_dir / "best.pt"), [short])
+    try:
+        _, summary, report = handlers.engine_health(short.unit, None, None, "tiny")
+        _, _, _, *plots = handlers.show_engine(summary, report)
+    finally:
+        handlers.close()
+    assert not report.alerts and "No alerts" in summary
+    assert plots and not any(plot.visible for plot in plots)
 
 
 def test_batch_results_live_in_the_apps_temporary_folder_until_they_age_or_it_closes(tiny, tmp_path):

@@ -55,12 +55,12 @@ FILE_MAX_AGE_S = 3600  # batch results and uploads are kept this long, then dele
 
 
 def plot_updates(figures: list[Figure], slots: int, labels: list[str] | None = None) -> list[gr.Plot]:
-    """Fill the first plot slots with ``figures`` (and ``labels``); hide the unused ones but the first."""
+    """Fill the first plot slots with ``figures`` (and ``labels``) and hide the others: an empty frame under an
+    engine without alerts read as a heatmap that failed to draw."""
     updates = []
     for k in range(slots):
         label = {"label": labels[k]} if labels and k < len(labels) else {}
-        updates.append(gr.Plot(value=figures[k] if k < len(figures) else None,
-                               visible=k == 0 or k < len(figures), **label))
+        updates.append(gr.Plot(value=figures[k] if k < len(figures) else None, visible=k < len(figures), **label))
     return updates
 
 
