@@ -72,6 +72,9 @@ MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler r
 # Two CPU cores: one engine job and one file job at a time, each kind queued behind its own kind only. A file
 # job can take minutes (a 10 MB log about 4); sharing one slot, an engine check waited 181 s behind one.
 ENGINE_CONCURRENCY = BATCH_CONCURRENCY = 1
+# How many of each wait for their slot; beyond, "busy" (seq2seq/serving/app.py): a client's file jobs could
+# otherwise fill the whole queue (QUEUE_SIZE) and turn away every other request for as long as they take.
+WAITING = {"engine": (32, "engine checks"), "batch": (8, "file jobs")}
 EXAMPLES = [
     ["hpc outlet temperature rising sharply"],
     ["hydraulic pressure drop and leakage"],
@@ -250,7 +253,7 @@ def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, en
     ``feedback`` the verdict buttons and /feedback refuse politely; ``decoder_process``: /recommend decodes
     in a child process per translator (seq2seq/serving/decoder_process.py)."""
     handlers = Handlers(translators, monitor, engines, feedback, decoder_process)
-    with App(handlers, recommend_concurrency, title="Maintenance recommendations", analytics_enabled=False,
+    with App(handlers, recommend_concurrency, WAITING, title="Maintenance recommendations", analytics_enabled=False,
                    delete_cache=(FILE_MAX_AGE_S, FILE_MAX_AGE_S)) as demo:
         gr.Markdown("## Maintenance recommendations: alerts in, repairs out, with the attention behind them")
         with gr.Tab("Alerts"):

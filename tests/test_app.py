@@ -290,6 +290,28 @@ def test_uploads_over_the_size_cap_are_refused(client):
     assert response.status_code == 413
 
 
+@pytest.mark.parametrize("payload", [
+    {"path": "https://example.com/log.csv"},  # Gradio would fetch it into its cache, at any size
+    {"path": "log.csv", "url": "file:///etc/passwd"},  # Gradio's refusal named the server's working folder
+    {"path": "/tmp/gradio/../../etc/passwd"},
+    {"path": "/tmp/gradio/a\0b.csv"},
+    {"path": ["/etc/passwd"]},
+])
+def test_a_file_payload_that_is_an_address_or_a_path_outside_the_uploads_is_refused_in_one_line(client, payload,
+                                                                                                   monkeypatch):
+    from gradio import processing_utils
+    fetched = []
+    monkeypatch.setattr(processing_utils, "async_ssrf_protected_download", lambda *args, **kwargs: fetched.append(args))
+    data = [{**payload, "meta": {"_type": "gradio.FileData"}}, None, "tiny", 1]
+    base = client.src.rstrip("/")
+    with httpx.Client(timeout=60) as http:
+        event = http.post(f"{base}/gradio_api/call/translate_file", json={"data": data}).json()["event_id"]
+        stream = http.get(f"{base}/gradio_api/call/translate_file/{event}").text
+    message = json.loads(stream.split("event: error", 1)[1].split("data: ", 1)[1].splitlines()[0])["error"]
+    assert "was not uploaded to this app" in message and "\n" not in message
+    assert os.getcwd() not in message and not fetched
+
+
 def test_a_server_path_named_in_a_request_is_never_read(client, tmp_path):
     secret = tmp_path / "train_secret.txt"
     secret.write_text("1 1 0 0 100" + " 1" * 21 + "\n", encoding="utf-8")

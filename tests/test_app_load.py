@@ -10,6 +10,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import csv
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -230,3 +231,75 @@ def test_new_sessions_get_the_page_config_gradio_would_compute_each_their_own(re
         assert demo.default_config.remembered[key][0] is demo.blocks[key] is not replaced
     finally:
         demo.handlers.close()
+
+
+def upload(http: httpx.Client, url: str, path) -> dict:
+    """The file uploaded as the page uploads it; its payload for a file input."""
+    with open(path, "rb") as file:
+        [stored] = http.post(f"{url}gradio_api/upload", files={"files": (path.name, file)}).json()
+    return {"path": stored, "meta": {"_type": "gradio.FileData"}}
+
+
+def test_file_jobs_cannot_fill_the_queue_that_technicians_recommend_calls_wait_in(recommender, tmp_path, monkeypatch):
+    """One client's file jobs, each minutes long, filled Gradio's whole queue: every technician's /recommend, engine
+    check and feedback got "busy" for as long as the jobs took. Beyond the few file jobs that may wait, the next is
+    told so, and /recommend is answered."""
+    from seq2seq.serving import handlers as handlers_module
+
+    started, release = threading.Event(), threading.Event()
+    real = handlers_module.translate_file
+
+    def held_open(*args, **kwargs):  # the running file job, stopped before its first row until released
+        started.set()
+        release.wait(timeout=60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(handlers_module, "translate_file", held_open)
+    monkeypatch.setitem(gradio_app.WAITING, "batch", (2, "file jobs"))
+    log = tmp_path / "incidents.csv"
+    log.write_text("source\npump vibration high\n", encoding="utf-8")
+    demo = gradio_app.build({"tiny": recommender}, None, [])
+    url = launch(demo)
+    try:
+        with httpx.Client(timeout=60) as http:
+            file = upload(http, url, log)
+            joins = [http.post(f"{url}gradio_api/call/translate_file", json={"data": [file, "source", "tiny", 1]})]
+            assert started.wait(timeout=30), "the first file job never started"
+            joins += [http.post(f"{url}gradio_api/call/translate_file", json={"data": [file, "source", "tiny", 1]})
+                      for _ in range(3)]  # two wait, the third is one too many
+            kind, _ = call(http, url, ["pump vibration high", "tiny", 1, 1])
+            release.set()
+    finally:
+        release.set()
+        demo.close()
+        demo.handlers.close()
+    assert [join.status_code for join in joins] == [200, 200, 200, 503]
+    detail = joins[-1].json()["detail"]
+    assert detail.startswith("busy: 2 file jobs are waiting, the most this app queues; try again in ")
+    assert int(joins[-1].headers["retry-after"]) >= 1
+    assert kind == "complete"
+
+
+def test_a_session_keeps_its_state_but_no_copy_of_its_answers(recommender):
+    """Gradio kept every output's last value in its session for deep links: a /recommend answer's JSON (up to 13 MB)
+    per session, and a program calling without a session makes a session per call (18 MB a call measured)."""
+    from seq2seq.serving.app import PageSession
+
+    demo = gradio_app.build({"tiny": recommender}, None, [])
+    url = launch(demo)
+    alerts = "\n".join(["pump vibration high", "belt worn", "valve stuck closed"] * 5)
+    try:
+        with httpx.Client(timeout=60) as http:
+            answers = [call(http, url, [alerts, "tiny", 3, 3]) for _ in range(3)]  # a session each
+        sessions = list(demo.state_holder.session_data.values())
+        fresh = PageSession(demo)
+    finally:
+        demo.close()
+        demo.handlers.close()
+    assert all(kind == "complete" for kind, _ in answers)
+    answer = json.dumps(answers[0][1])
+    assert len(sessions) == 3 and all(isinstance(session, PageSession) for session in sessions)
+    for session in sessions:
+        assert session.config_values == fresh.config_values  # no output's value in it
+        assert any(value for value in session.state_data.values())  # the answer's recommendations, for the page
+    assert "belt worn" in answer

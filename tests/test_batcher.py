@@ -10,7 +10,7 @@ import pytest
 from support import trained
 
 from seq2seq.config import SearchConfig
-from seq2seq.recommender import Recommender
+from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.serving.batcher import MicroBatcher
 
 CALLS = [  # (alerts, search settings, past cases): greedy and beam, one alert and several, an empty one
@@ -197,3 +197,48 @@ def test_a_caller_that_stops_waiting_has_its_alerts_left_undecoded(recommender):
     assert [r.alert for r in first + kept] == ["pump vibration high", "oil level low"]
     assert decoded == ["pump vibration high", "oil level low"]
     assert batcher.waiting == 0
+
+
+class Clock:
+    """``time`` for the batcher's module: monotonic() as set; everything else as the real module."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def __getattr__(self, name):
+        import time
+        return getattr(time, name)
+
+
+class Instant:
+    """A recommender that answers at once, each alert with no candidate."""
+
+    search = SearchConfig()
+
+    def recommend(self, alerts, *args, **kwargs):
+        return [Recommendation(alert, [], [], None, None, None, []) for alert in alerts]
+
+
+def test_the_drain_rate_counts_the_busy_spell_not_the_quiet_before_it(monkeypatch):
+    """A burst after a quiet spell was told to come back in 758 s, 10 times later than it drained: the quiet
+    seconds of the rate's window counted as slowness."""
+    import seq2seq.serving.batcher as module
+    clock = Clock(1000.0)
+    monkeypatch.setattr(module, "time", clock)
+    batcher = MicroBatcher(Instant(), max_wait_s=0.0)
+    try:
+        batcher.recommend(["a"])  # answered long ago
+        clock.now = 2000.0  # after a quiet spell, a burst: 30 answered in its first 2 s
+        for _ in range(30):
+            batcher.recommend(["b"])
+        clock.now = 2002.0
+        assert batcher.rate == pytest.approx(15.0)
+        clock.now = 2030.0  # busy since 2000 (none waits now, but the window is the spell's last 10 s)
+        assert batcher.rate == 0.0
+        batcher.recommend(["c"])  # a new spell: at least one second long
+        assert batcher.rate == pytest.approx(1.0)
+    finally:
+        batcher.close()

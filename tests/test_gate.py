@@ -16,8 +16,9 @@ STATUS = {"status": "ok", "models_loaded": True, "queue": 5, "decoding": 2, "ret
 
 async def gradio_like(scope, receive, send):
     """Stands in for Gradio: 503 "Queue is full" for /full, 200 for anything else, in two body chunks."""
-    code, text = (503, b'{"detail":"Queue is full. Max size is 2 and size is 2."}') if scope["path"] == "/full" \
-        else (200, b'{"event_id":"abc"}')
+    code, text = {"/full": (503, b'{"detail":"Queue is full. Max size is 2 and size is 2."}'),
+                  "/full-of-files": (503, b'{"detail":"busy: 8 file jobs are waiting, the most this app queues"}'),
+                  }.get(scope["path"], (200, b'{"event_id":"abc"}'))
     await send({"type": "http.response.start", "status": code, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": text[:5], "more_body": True})
     await send({"type": "http.response.body", "body": text[5:]})
@@ -58,6 +59,18 @@ def test_a_full_queue_is_answered_busy_with_when_to_try_again():
     assert "\n" not in detail
 
 
+def test_too_many_of_one_kind_waiting_is_answered_busy_naming_them():
+    code, headers, body = request("/full-of-files", "POST")
+    assert code == 503 and headers["retry-after"] == "3"
+    assert json.loads(body)["detail"] == "busy: 8 file jobs are waiting, the most this app queues; try again in 3 s"
+
+
+def test_deep_links_are_not_made():
+    """Gradio would write the session's outputs to a new file in its cache at each call."""
+    code, _, body = request("/gradio_api/deep_link")
+    assert code == 404 and json.loads(body) == {"detail": "this app makes no deep links"}
+
+
 @pytest.mark.parametrize(("path", "method"),
                          [("/gradio_api/call/recommend", "POST"), ("/health", "POST"), ("/", "GET")])
 def test_everything_else_passes_through_unchanged(path, method):
@@ -68,6 +81,7 @@ def test_everything_else_passes_through_unchanged(path, method):
 @pytest.mark.parametrize(("in_flight", "rate", "seconds"), [
     (0, 0.0, 1),  # idle: come back at once
     (40, 20.0, 2), (1, 50.0, 1),  # draining: the time it takes
+    (384, 1.5, 60),  # a burst's slow first seconds: at most a minute, then ask again
     (128, 0.0, 10),  # none answered lately while some decode: slow passes, a whole rate window
 ])
 def test_retry_after_is_the_time_to_drain_and_never_invites_a_storm_while_passes_are_slow(in_flight, rate, seconds):

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import copy
 import gc
+import os
 import socket
 from typing import Any
 
 import gradio as gr
 from gradio.block_function import BlockFunction
 from gradio.blocks import BlocksConfig
+from gradio.queueing import Queue
+from gradio.state_holder import SessionState, StateHolder
+from gradio.utils import get_upload_folder, is_in_or_equal
 from starlette.middleware import Middleware
 
 from seq2seq.serving.gate import MAX_BODY, ServiceGate
@@ -28,8 +32,12 @@ from seq2seq.serving.requests import refusal
 RECOMMEND_CONCURRENCY, QUEUE_CONCURRENCY, QUEUE_SIZE = 128, 2, 256
 MAX_THREADS = RECOMMEND_CONCURRENCY + 32  # Gradio counts every running event against it, coroutines too
 # Sessions whose state (each one's last recommendations) is kept, oldest dropped first: a program calling the
-# HTTP API without a session_hash makes a session per call, and Gradio's default keeps 10,000 of them.
-SESSIONS = 1000
+# HTTP API without a session_hash makes a session per call, and Gradio's default keeps 10,000 of them. The
+# largest answer's state is about 4 MB (docs/serving.md), so that many sessions hold at most about 1 GB.
+SESSIONS = 250
+# How long Gradio's queue loops sleep when they have nothing to do: for an event to start (Gradio: 1 ms) and for
+# progress to send to the page (10 ms). At Gradio's, an idle app kept a tenth of a core busy waking its event loop.
+IDLE_POLL_S, PROGRESS_POLL_S = 0.01, 0.1
 # Bytes of a request body to Gradio's routes but uploads (gate.py). The page's own requests are small: the steps
 # that draw an answer read its summary from a State on the server (handlers.recommend), not its JSON from the
 # page, which would post it back (up to 13 MB). The largest a program sends, /feedback with every character
@@ -70,16 +78,74 @@ class PageConfig(BlocksConfig):
         return {**config, "props": dict(config["props"])} if "props" in config else dict(config)
 
 
+class PageSession(SessionState):
+    """Gradio's session without the copy of each output's last value that it keeps for deep links (the gate
+    refuses ``/gradio_api/deep_link``): a /recommend answer's JSON, up to 13 MB, was held by every session,
+    and a program making a session per call could grow the app by that much a call (18 MB measured) up to
+    SESSIONS of them. The session's own state (``gr.State``) and its components' settings are kept as before."""
+
+    def _update_value_in_config(self, key: int, value: Any) -> None:
+        pass
+
+
+class PageStates(StateHolder):
+    """Gradio's table of sessions, each a ``PageSession``."""
+
+    def __getitem__(self, session_id: str) -> SessionState:
+        if session_id not in self.session_data:
+            self.session_data[session_id] = PageSession(self.blocks)
+        return super().__getitem__(session_id)
+
+
+class PageQueue(Queue):
+    """Gradio's queue with a bound on how many events of one kind wait (``waiting``: concurrency id -> (the most
+    that wait, what they are called)): without it one client's file jobs, each minutes long, could fill the
+    whole queue and turn every technician's /recommend, engine check and feedback away as "busy". Beyond the
+    bound the caller gets the busy answer naming them (gate.py)."""
+
+    waiting: dict[str, tuple[int, str]]  # set by App.queue, which makes the queue one
+
+    async def push(self, body, request, username):  # Gradio's signature
+        fn = self.blocks.fns.get(body.fn_index) if isinstance(body.fn_index, int) else None
+        if fn is not None and fn.concurrency_id in self.waiting:
+            most, what = self.waiting[fn.concurrency_id]
+            queued = self.event_queue_per_concurrency_id.get(fn.concurrency_id)
+            if queued is not None and len(queued.queue) >= most:
+                return False, f"busy: {len(queued.queue)} {what} are waiting, the most this app queues", "queue_full"
+        return await super().push(body, request, username)
+
+
 class App(gr.Blocks):
     """The page; launched, it also answers GET /health and POST /api/recommend, turns a full queue into "busy, try
     again in N s" and refuses request bodies over a cap (seq2seq/serving/gate.py), for every launch: the app's, the
     smoke test's, the tests'. A program may leave an endpoint's optional trailing inputs out (``completed``)."""
 
-    def __init__(self, handlers: Handlers, recommend_concurrency: int, **kwargs) -> None:
+    def __init__(self, handlers: Handlers, recommend_concurrency: int,
+                 waiting: dict[str, tuple[int, str]] | None = None, **kwargs) -> None:
+        """``waiting``: per concurrency id, how many of its events may wait in the queue and what they are called
+        (``PageQueue``)."""
+        self.waiting = waiting or {}  # before Gradio's __init__, which makes a queue
         super().__init__(**kwargs)
         self.handlers, self.recommend_concurrency = handlers, recommend_concurrency
         self.default_config.__class__ = PageConfig  # same fields; remembers block configs once launched
         self.api_parameters: dict[str, list[dict[str, Any]]] | None = None  # api name -> its inputs, once asked
+
+    def queue(self, *args, **kwargs):
+        """Gradio's queue, as a ``PageQueue`` bounding the events of each kind that wait, polling less often."""
+        super().queue(*args, **kwargs)
+        self._queue.__class__ = PageQueue  # same fields; Gradio made it
+        self._queue.waiting, self._queue.sleep_when_free = self.waiting, IDLE_POLL_S
+        self._queue.progress_update_sleep_when_free = PROGRESS_POLL_S
+        return self
+
+    @property
+    def state_holder(self) -> StateHolder:
+        return self._state_holder
+
+    @state_holder.setter
+    def state_holder(self, holder: StateHolder) -> None:  # Gradio's server sets it as it is made
+        holder.__class__ = PageStates  # same fields; sessions made from now on are PageSessions
+        self._state_holder = holder
 
     def launch(self, *args, app_kwargs: dict | None = None, max_threads: int = MAX_THREADS,
                state_session_capacity: int = SESSIONS, show_error: bool = True, **kwargs):
@@ -101,8 +167,11 @@ class App(gr.Blocks):
                               state_session_capacity=state_session_capacity, show_error=show_error, **kwargs)
 
     async def preprocess_data(self, block_fn: BlockFunction, inputs: list[Any], state, explicit_call: bool = False):
-        """Gradio's preprocessing (its signature), of the inputs ``completed``."""
-        return await super().preprocess_data(block_fn, self.completed(block_fn, inputs), state, explicit_call)
+        """Gradio's preprocessing (its signature), of the inputs ``completed`` whose files were all uploaded."""
+        inputs = self.completed(block_fn, inputs)
+        for value in inputs:
+            not_uploaded(value)
+        return await super().preprocess_data(block_fn, inputs, state, explicit_call)
 
     def completed(self, block_fn: BlockFunction, inputs: list[Any]) -> list[Any]:
         """An event's inputs as a program sent them, the trailing ones it left out set to their defaults as the API
@@ -131,6 +200,24 @@ class App(gr.Blocks):
             return documented
         return [{"parameter_name": getattr(block, "label", None) or type(block).__name__}
                 for block in block_fn.inputs if not block.skip_api]
+
+
+def not_uploaded(value: Any) -> None:
+    """Refuse, in one line, a file payload (Gradio's ``FileData``, at any depth of ``value``) that is not a file
+    uploaded to this app. Gradio would fetch an address (``https://...``) into its cache at any size, past the
+    upload cap, and refuse another path in words that name the server's working folder."""
+    if isinstance(value, list):
+        for item in value:
+            not_uploaded(item)
+    elif isinstance(value, dict):
+        if value.get("meta") == {"_type": "gradio.FileData"}:
+            path = value.get("path")
+            if not (isinstance(path, str) and "\0" not in path and os.path.isabs(path)
+                    and is_in_or_equal(path, get_upload_folder())):
+                raise refusal(f"{str(path)[:60]!r} was not uploaded to this app: send the file itself (the page's "
+                              "upload box, gradio_client's handle_file), not a path or an address.")
+        for item in value.values():
+            not_uploaded(item)
 
 
 def _takes(block_fn: BlockFunction, parameters: list[dict[str, Any]], required: int) -> str:

@@ -33,6 +33,10 @@ from seq2seq.recommender import SIMILAR, Recommendation, Recommender
 MAX_BATCH = 64  # alerts decoded together: where a batch's cost per alert levels off (docs/benchmarks.md)
 MAX_WAIT_S = 0.002  # how long a batch waits for company; under load the queue fills it without waiting
 RATE_WINDOW_S = 10.0  # ``rate`` counts the requests answered in this many seconds
+# The longest wait a busy answer asks for. A burst's first seconds decode slowly (the batches fill up later):
+# 384 calls that drained in 68 s were told 258 s; a caller coming back sooner hears a better estimate.
+MAX_RETRY_S = 60
+MIN_SPAN_S = 1.0  # ``rate``'s shortest span: at a spell's start, one pass would make any rate
 
 
 @dataclass
@@ -57,6 +61,7 @@ class MicroBatcher:
         self._requests: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._waiting = 0  # requests handed in and not yet answered
         self._answered: deque[tuple[float, int]] = deque()  # (when, how many requests) per decoded group
+        self._busy_since = 0.0  # time.monotonic() when requests last began to wait with none before them
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._serve, name="micro-batcher", daemon=True)
         self._thread.start()
@@ -68,12 +73,16 @@ class MicroBatcher:
 
     @property
     def rate(self) -> float:
-        """Requests answered per second over the last RATE_WINDOW_S (0 when none): how fast a queue drains."""
+        """Requests answered per second over the last RATE_WINDOW_S of the present busy spell (0 when none): how
+        fast a queue drains. Over the whole window, the quiet before a burst counted as slowness: 379 waiting after
+        a quiet spell were told to come back in 758 s, and drained in about 75."""
         with self._lock:
-            since = time.monotonic() - RATE_WINDOW_S
-            while self._answered and self._answered[0][0] < since:
+            now = time.monotonic()
+            while self._answered and self._answered[0][0] < now - RATE_WINDOW_S:
                 self._answered.popleft()
-            return sum(n for _, n in self._answered) / RATE_WINDOW_S
+            since = max(now - RATE_WINDOW_S, self._busy_since)
+            answered = sum(n for when, n in self._answered if when >= since)
+            return answered / max(MIN_SPAN_S, now - since)
 
     def recommend(self, alerts: list[str], config: SearchConfig | None = None,
                   similar: int = SIMILAR) -> list[Recommendation]:
@@ -110,6 +119,8 @@ class MicroBatcher:
             raise RuntimeError("the micro-batcher is closed")
         request = _Request(list(alerts), config or self.recommender.search, similar, on_done=on_done)
         with self._lock:
+            if self._waiting == 0:
+                self._busy_since = time.monotonic()
             self._waiting += 1
         self._requests.put(request)
         return request
@@ -183,10 +194,11 @@ class MicroBatcher:
 
 
 def retry_after(in_flight: int, rate: float) -> int:
-    """Seconds until ``in_flight`` requests drain at ``rate`` per second. When none was answered lately while
-    some are in flight, passes are slow (heavy searches): a whole rate window, not a prompt retry storm."""
+    """Seconds until ``in_flight`` requests drain at ``rate`` per second, at most MAX_RETRY_S. When none was
+    answered lately while some are in flight, passes are slow (heavy searches): a whole rate window, not a prompt
+    retry storm."""
     if rate > 0:
-        return max(1, round(in_flight / rate))
+        return min(MAX_RETRY_S, max(1, round(in_flight / rate)))
     return round(RATE_WINDOW_S) if in_flight else 1
 
 

@@ -8,7 +8,10 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
   ``status`` ("ok"), whether the models are loaded, and how many requests wait;
 - a request Gradio turns away because its queue is full (HTTP 503, "Queue is full. Max size is
   ...") comes back as HTTP 503 with a ``Retry-After`` header and ``{"detail": "busy: ... try again in
-  N s"}``, N from how many wait and how fast the app has been answering (``status()["retry_after_s"]``);
+  N s"}``, N from how many wait and how fast the app has been answering (``status()["retry_after_s"]``); an
+  app's own 503 ``{"detail": "busy: WHY"}`` (too many of one kind waiting) is answered so, with its WHY;
+- ``/gradio_api/deep_link`` gets HTTP 404: Gradio would write the session's outputs to a new file in its cache at
+  each call, and the page makes no deep links;
 - ``POST /api/recommend`` with ``{"data": [alerts, translator, beam size, n-best]}`` (the inputs of
   Gradio's ``/recommend``, the last three optional) answers in the one response with the JSON
   ``/recommend`` returns, or ``{"error": "..."}`` (HTTP 400) for bad input. It awaits the same handler
@@ -48,6 +51,8 @@ from seq2seq.jsontext import parse_json
 Scope, Message = dict[str, Any], dict[str, Any]
 Receive, Send = Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]
 HEALTH_PATH, RECOMMEND_PATH = "/health", "/api/recommend"
+# Gradio writes a session's every output (a /recommend JSON: up to 13 MB) to a new file in its cache on each call
+DEEP_LINK_PATH = "/gradio_api/deep_link"
 MAX_BODY = 1 << 20  # bytes of a POST /api/recommend body (the handler's own limit on alerts is far lower)
 # Gradio 6's multipart routes (gradio/routes.py), which stream files to its cache: /upload gets one file a request
 # from this page (each upload box takes one) and from gradio_client (one per handle_file); /process_recording one
@@ -86,6 +91,9 @@ class ServiceGate:
             return
         if path == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
             await _respond(send, 200, self.status())
+            return
+        if path == DEEP_LINK_PATH:  # the page has no deep links, and sessions keep no outputs to write
+            await _respond(send, 404, {"detail": "this app makes no deep links"})
             return
         direct = path == RECOMMEND_PATH and self.recommend is not None
         cap = MAX_BODY if direct else self.body_cap(path)
@@ -161,10 +169,11 @@ class ServiceGate:
 
 
 class _BusyAnswer:
-    """A ``send`` that replaces a 503 response (Gradio's "Queue is full") by the busy answer."""
+    """A ``send`` that replaces a 503 response (Gradio's "Queue is full") by the busy answer; when the app's own
+    refusal says why (``{"detail": "busy: WHY"}``, app.PageQueue), the answer says that."""
 
     def __init__(self, send: Send, status: Callable[[], dict]) -> None:
-        self.send, self.status, self.busy = send, status, False
+        self.send, self.status, self.busy, self.body = send, status, False, b""
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start" and message["status"] == 503:
@@ -172,8 +181,19 @@ class _BusyAnswer:
             return
         if not self.busy:
             await self.send(message)
-        elif message["type"] == "http.response.body" and not message.get("more_body", False):
-            await _busy(self.send, self.status())
+        elif message["type"] == "http.response.body":
+            self.body += message.get("body", b"")[:MAX_BODY]
+            if not message.get("more_body", False):
+                await _busy(self.send, self.status(), _busy_reason(self.body))
+
+
+def _busy_reason(body: bytes) -> str | None:
+    """WHY of an app's 503 ``{"detail": "busy: WHY"}``; None for any other (Gradio's "Queue is full. ...")."""
+    try:
+        detail = json.loads(body).get("detail")
+    except (ValueError, AttributeError):
+        return None
+    return detail.removeprefix("busy: ") if isinstance(detail, str) and detail.startswith("busy: ") else None
 
 
 class _Metered:
