@@ -596,6 +596,10 @@ def test_smoke_test_with_a_missing_checkpoint_exits_2_with_a_one_line_error(tmp_
 def test_only_the_four_programmatic_endpoints_are_public(client):
     endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert endpoints == {"/recommend", "/engine_health", "/translate_file", "/feedback"}
+    answer = httpx.post(f"{client.src.rstrip('/')}/gradio_api/call/recommnd", json={"data": ["egt high"]})
+    assert answer.status_code == 404  # a misspelt name: Gradio's 500 and a traceback before
+    assert answer.json()["detail"] == "no endpoint /recommnd; this app's are /recommend, /engine_health, " \
+                                      "/translate_file, /feedback"
 
 
 @pytest.mark.parametrize("flags", [["--port", "65536"], ["--port", "0"], ["--default-dir", ""], ["--rul-model", ""],

@@ -24,7 +24,7 @@ async def gradio_like(scope, receive, send):
     await send({"type": "http.response.body", "body": text[5:]})
 
 
-def request(path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+def request(path: str, method: str = "GET", **options) -> tuple[int, dict[str, str], bytes]:
     sent = []
 
     async def receive():
@@ -33,7 +33,7 @@ def request(path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]
     async def send(message):
         sent.append(message)
 
-    gate = ServiceGate(gradio_like, lambda: dict(STATUS))
+    gate = ServiceGate(gradio_like, lambda: dict(STATUS), **options)
     asyncio.run(gate({"type": "http", "path": path, "method": method, "headers": []}, receive, send))
     starts = [m for m in sent if m["type"] == "http.response.start"]
     assert len(starts) == 1
@@ -63,6 +63,21 @@ def test_too_many_of_one_kind_waiting_is_answered_busy_naming_them():
     code, headers, body = request("/full-of-files", "POST")
     assert code == 503 and headers["retry-after"] == "3"
     assert json.loads(body)["detail"] == "busy: 8 file jobs are waiting, the most this app queues; try again in 3 s"
+
+
+@pytest.mark.parametrize(("path", "method", "known"), [
+    ("/gradio_api/call/recommend", "POST", True), ("/gradio_api/call/recommend/abc", "GET", True),
+    ("/gradio_api/call/v2/recommend", "POST", True), ("/gradio_api/call/show_step", "POST", True),
+    ("/gradio_api/call/nosuch", "POST", False), ("/gradio_api/call/nosuch/abc", "GET", False),
+    ("/gradio_api/call/v2/nosuch", "POST", False),
+])
+def test_a_call_to_no_endpoint_is_answered_404_listing_the_endpoints(path, method, known):
+    """Gradio answered HTTP 500 and logged a traceback."""
+    code, _, body = request(path, method, endpoints=lambda: ({"recommend", "show_step"}, ["recommend"]))
+    if known:
+        assert (code, body) == (200, b'{"event_id":"abc"}')
+    else:
+        assert (code, json.loads(body)) == (404, {"detail": "no endpoint /nosuch; this app's are /recommend"})
 
 
 def test_deep_links_are_not_made():

@@ -155,7 +155,8 @@ class App(gr.Blocks):
         app_kwargs = dict(app_kwargs or {})
         gate = Middleware(ServiceGate, status=lambda: self.handlers.health(len(self._queue)),
                           recommend=self.handlers.recommend_direct, limit=self.recommend_concurrency,
-                          max_body=MAX_REQUEST_BODY, max_file_size=lambda: self.max_file_size)
+                          max_body=MAX_REQUEST_BODY, max_file_size=lambda: self.max_file_size,
+                          endpoints=self.endpoints)
         app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), gate]
         # What is loaded by now (torch, Gradio, the models and case memories: some 400,000 objects) lives as long
         # as the app. Left in the collector's sight, every full collection walks it all and stops serving for
@@ -165,6 +166,12 @@ class App(gr.Blocks):
         self.default_config.remember()
         return super().launch(*args, app_kwargs=app_kwargs, max_threads=max_threads,
                               state_session_capacity=state_session_capacity, show_error=show_error, **kwargs)
+
+    def endpoints(self) -> tuple[set[str], list[str]]:
+        """The names ``/gradio_api/call/NAME`` takes (a page step's too: it answers what to call instead), and the
+        public ones."""
+        named = [fn for fn in self.fns.values() if fn.api_name]
+        return {fn.api_name for fn in named}, [fn.api_name for fn in named if fn.api_visibility == "public"]
 
     async def preprocess_data(self, block_fn: BlockFunction, inputs: list[Any], state, explicit_call: bool = False):
         """Gradio's preprocessing (its signature), of the inputs ``completed`` whose files were all uploaded."""

@@ -10,6 +10,8 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
   ...") comes back as HTTP 503 with a ``Retry-After`` header and ``{"detail": "busy: ... try again in
   N s"}``, N from how many wait and how fast the app has been answering (``status()["retry_after_s"]``); an
   app's own 503 ``{"detail": "busy: WHY"}`` (too many of one kind waiting) is answered so, with its WHY;
+- ``/gradio_api/call/NAME`` for a NAME that is no endpoint gets HTTP 404 and one line listing the endpoints (Gradio
+  answered 500 and logged a traceback);
 - ``/gradio_api/deep_link`` gets HTTP 404: Gradio would write the session's outputs to a new file in its cache at
   each call, and the page makes no deep links;
 - ``POST /api/recommend`` with ``{"data": [alerts, translator, beam size, n-best]}`` (the inputs of
@@ -53,6 +55,7 @@ Receive, Send = Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[
 HEALTH_PATH, RECOMMEND_PATH = "/health", "/api/recommend"
 # Gradio writes a session's every output (a /recommend JSON: up to 13 MB) to a new file in its cache on each call
 DEEP_LINK_PATH = "/gradio_api/deep_link"
+CALL_PREFIX = "/gradio_api/call/"
 MAX_BODY = 1 << 20  # bytes of a POST /api/recommend body (the handler's own limit on alerts is far lower)
 # Gradio 6's multipart routes (gradio/routes.py), which stream files to its cache: /upload gets one file a request
 # from this page (each upload box takes one) and from gradio_client (one per handle_file); /process_recording one
@@ -73,13 +76,15 @@ class ServiceGate:
     """ASGI middleware: the health route, a readable "busy" answer and capped request bodies; everything else passes
     through. ``max_body``: the cap on bodies of Gradio's routes but uploads; ``max_file_size``: Gradio's cap on one
     uploaded file (bytes, None for none), read per request because Gradio sets it as it launches; ``max_held``: the
-    bytes all requests in flight may hold in bodies, as received; ``body_idle_s``: how long a body may pause."""
+    bytes all requests in flight may hold in bodies, as received; ``body_idle_s``: how long a body may pause;
+    ``endpoints``: the names ``/gradio_api/call/NAME`` takes and the public ones, for the 404 of any other."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], status: Callable[[], dict],
                  recommend: Callable[[Any], Awaitable[dict]] | None = None, limit: int = 1,
                  max_body: int = MAX_BODY, max_file_size: Callable[[], int | None] = lambda: None,
-                 max_held: int = MAX_HELD, body_idle_s: float = BODY_IDLE_S) -> None:
-        self.app, self.status, self.recommend = app, status, recommend
+                 max_held: int = MAX_HELD, body_idle_s: float = BODY_IDLE_S,
+                 endpoints: Callable[[], tuple[set[str], list[str]]] | None = None) -> None:
+        self.app, self.status, self.recommend, self.endpoints = app, status, recommend, endpoints
         self.limit, self.running = limit, 0
         self.max_body, self.max_file_size = max_body, max_file_size
         self.max_held, self.held, self.body_idle_s = max_held, 0, body_idle_s
@@ -94,6 +99,9 @@ class ServiceGate:
             return
         if path == DEEP_LINK_PATH:  # the page has no deep links, and sessions keep no outputs to write
             await _respond(send, 404, {"detail": "this app makes no deep links"})
+            return
+        if (unknown := self.unknown_endpoint(path)) is not None:  # Gradio: HTTP 500 and a traceback in the log
+            await _respond(send, 404, {"detail": unknown})
             return
         direct = path == RECOMMEND_PATH and self.recommend is not None
         cap = MAX_BODY if direct else self.body_cap(path)
@@ -118,6 +126,18 @@ class ServiceGate:
                 key = "error" if direct else "detail"  # as the route names its other errors
                 await _respond(send, 408, {key: f"request body stopped arriving for {self.body_idle_s:g} s"},
                                {"connection": "close"})
+
+    def unknown_endpoint(self, path: str) -> str | None:
+        """Why ``path`` (``/gradio_api/call/[v2/]NAME[/EVENT]``) names no endpoint, or None (it does, or is another
+        route, or the gate was given no ``endpoints``)."""
+        parts = path.removeprefix(CALL_PREFIX).split("/") if path.startswith(CALL_PREFIX) else []
+        name = parts[1] if parts[:1] == ["v2"] and len(parts) > 1 else parts[0] if parts else None
+        if name is None or self.endpoints is None:
+            return None
+        known, public = self.endpoints()
+        if name in known:
+            return None
+        return f"no endpoint /{name[:60]}; this app's are {', '.join('/' + e for e in public)}"
 
     def body_cap(self, path: str) -> int | None:
         """The most bytes a body sent to Gradio's route ``path`` may have; None: any (uploads, if Gradio takes any)."""
