@@ -212,19 +212,21 @@ class App(gr.Blocks):
 def not_uploaded(value: Any) -> None:
     """Refuse, in one line, a file payload (Gradio's ``FileData``, at any depth of ``value``) that is not a file
     uploaded to this app. Gradio would fetch an address (``https://...``) into its cache at any size, past the
-    upload cap, and refuse another path in words that name the server's working folder."""
-    if isinstance(value, list):
-        for item in value:
-            not_uploaded(item)
-    elif isinstance(value, dict):
-        if value.get("meta") == {"_type": "gradio.FileData"}:
-            path = value.get("path")
-            if not (isinstance(path, str) and "\0" not in path and os.path.isabs(path)
-                    and is_in_or_equal(path, get_upload_folder())):
-                raise refusal(f"{str(path)[:60]!r} was not uploaded to this app: send the file itself (the page's "
-                              "upload box, gradio_client's handle_file), not a path or an address.")
-        for item in value.values():
-            not_uploaded(item)
+    upload cap, and refuse another path in words that name the server's working folder. Walked without recursion:
+    a program may nest its JSON deeper than Python recurses."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            if item.get("meta") == {"_type": "gradio.FileData"}:
+                path = item.get("path")
+                if not (isinstance(path, str) and "\0" not in path and os.path.isabs(path)
+                        and is_in_or_equal(path, get_upload_folder())):
+                    raise refusal(f"{str(path)[:60]!r} was not uploaded to this app: send the file itself (the "
+                                  "page's upload box, gradio_client's handle_file), not a path or an address.")
+            pending.extend(item.values())
 
 
 def _takes(block_fn: BlockFunction, parameters: list[dict[str, Any]], required: int) -> str:

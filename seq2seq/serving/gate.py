@@ -202,7 +202,7 @@ class _BusyAnswer:
         if not self.busy:
             await self.send(message)
         elif message["type"] == "http.response.body":
-            self.body += message.get("body", b"")[:MAX_BODY]
+            self.body = (self.body + message.get("body", b""))[:MAX_BODY]  # Gradio's is a line of JSON
             if not message.get("more_body", False):
                 await _busy(self.send, self.status(), _busy_reason(self.body))
 
