@@ -24,11 +24,12 @@ async def gradio_like(scope, receive, send):
     await send({"type": "http.response.body", "body": text[5:]})
 
 
-def request(path: str, method: str = "GET", **options) -> tuple[int, dict[str, str], bytes]:
+def request(path: str, method: str = "GET", body: bytes = b'{"data": []}', **options) -> tuple[int, dict[str, str],
+                                                                                                bytes]:
     sent = []
 
     async def receive():
-        return {"type": "http.request", "body": b"", "more_body": False}
+        return {"type": "http.request", "body": body, "more_body": False}
 
     async def send(message):
         sent.append(message)
@@ -78,6 +79,21 @@ def test_a_call_to_no_endpoint_is_answered_404_listing_the_endpoints(path, metho
         assert (code, body) == (200, b'{"event_id":"abc"}')
     else:
         assert (code, json.loads(body)) == (404, {"detail": "no endpoint /nosuch; this app's are /recommend"})
+
+
+@pytest.mark.parametrize(("body", "fault"), [
+    (b'{"data": ["egt high"], "data": ["hyd press lo"]}', "body: key 'data' appears twice"),  # Gradio: the last
+    ('{"data": ["egt high"]}'.encode("utf-16"), "body: not UTF-8 text; send JSON as UTF-8"),
+    (b'{"data": ["egt high"]', "body: not JSON ("),
+    (b'["egt high"]', 'body: send JSON {"data": [inputs]}'),
+    (b'{"data": "egt high"}', 'body: send JSON {"data": [inputs]}'),
+])
+def test_a_call_whose_body_is_not_a_json_object_with_data_is_refused_in_one_line(body, fault):
+    """As /api/recommend refuses them; Gradio kept the last of two keys and answered others in FastAPI's structure."""
+    code, _, answer = request("/gradio_api/call/recommend", "POST", body)
+    detail = json.loads(answer)["detail"]
+    assert code == 400 and detail.startswith(fault) and "\n" not in detail
+    assert request("/gradio_api/call/recommend", "POST", b'{"data": ["egt high"], "session_hash": "a"}')[0] == 200
 
 
 def test_deep_links_are_not_made():

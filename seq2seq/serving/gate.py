@@ -11,7 +11,8 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
   N s"}``, N from how many wait and how fast the app has been answering (``status()["retry_after_s"]``); an
   app's own 503 ``{"detail": "busy: WHY"}`` (too many of one kind waiting) is answered so, with its WHY;
 - ``/gradio_api/call/NAME`` for a NAME that is no endpoint gets HTTP 404 and one line listing the endpoints (Gradio
-  answered 500 and logged a traceback);
+  answered 500 and logged a traceback); a POST there whose body is not UTF-8 JSON, repeats a key or lacks a
+  ``data`` list gets HTTP 400 and one line, as ``/api/recommend`` does;
 - ``/gradio_api/deep_link`` gets HTTP 404: Gradio would write the session's outputs to a new file in its cache at
   each call, and the page makes no deep links;
 - ``POST /api/recommend`` with ``{"data": [alerts, translator, beam size, n-best]}`` (the inputs of
@@ -153,6 +154,15 @@ class ServiceGate:
             upload = scope.get("path") in UPLOAD_PATHS and cap is not None  # its cap is the file's and the framing's
             framing = f" (a file of at most {cap - UPLOAD_FRAMING:,} bytes and its form)" if upload else ""
             await _too_large(send, cap, "detail", framing)  # as Gradio's routes name their errors
+        elif scope["method"] == "POST" and scope.get("path", "").startswith(CALL_PREFIX):
+            messages = await _body_messages(capped, cap) if cap is not None else None
+            fault = _call_body_fault(messages) if messages is not None else None
+            if messages is None:
+                await _too_large(send, cap or 0, "detail")
+            elif fault is not None:
+                await _respond(send, 400, {"detail": fault})
+            else:
+                await self.app(scope, _Replay(messages, capped), _BusyAnswer(send, self.status))
         else:
             await self.app(scope, capped, _BusyAnswer(send, self.status))
 
@@ -205,6 +215,24 @@ class _BusyAnswer:
             self.body = (self.body + message.get("body", b""))[:MAX_BODY]  # Gradio's is a line of JSON
             if not message.get("more_body", False):
                 await _busy(self.send, self.status(), _busy_reason(self.body))
+
+
+def _call_body_fault(messages: list[Message]) -> str | None:
+    """What is wrong with the body of a POST to ``/gradio_api/call/NAME``, in one line; None if it is a JSON object
+    with a ``data`` list. Gradio would keep the last of two ``data`` keys without a word, read UTF-16, and answer
+    other faults in FastAPI's nested structure; ``/api/recommend`` refuses each in one line, and so does this."""
+    body = b"".join(message.get("body", b"") for message in messages)
+    try:
+        value = parse_json(body.decode("utf-8"), partial(distinct_keys, where="body"), standard=False)
+    except UnicodeDecodeError:
+        return "body: not UTF-8 text; send JSON as UTF-8"
+    except DataError as err:
+        return str(err)
+    except ValueError as err:  # a JsonFault
+        return f"body: not JSON ({err})"
+    if not isinstance(value, dict) or not isinstance(value.get("data"), list):
+        return 'body: send JSON {"data": [inputs]}'
+    return None
 
 
 def _busy_reason(body: bytes) -> str | None:
