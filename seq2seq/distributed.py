@@ -128,11 +128,27 @@ class World:
 
 
 ONE_PROCESS = World()  # a command started without torchrun
+TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")  # torchrun sets each
 
 
 def launched_size() -> int:
     """Processes torchrun started for this job (``WORLD_SIZE``), 1 without torchrun."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    value = os.environ.get("WORLD_SIZE", "1")
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ConfigError(f"WORLD_SIZE={value!r} is not a number of processes; unset it, or start the command with "
+                          "torchrun (docs/gpu-and-torchrun.md)")
+    return int(value)
+
+
+def not_torchrun(size: int) -> str | None:
+    """Why this process, told ``WORLD_SIZE`` > 1, was not started by torchrun (which also sets the rank, the
+    rendezvous address and its run id), or None. Such a process would fail with a traceback on a missing variable,
+    or, given them all by hand, wait for peers that never come, deaf to Ctrl-C, inside the rendezvous."""
+    missing = [name for name in TORCHRUN_VARIABLES if not os.environ.get(name)]
+    if not missing:
+        return None
+    return (f"WORLD_SIZE={size} is set, but this process was not started by torchrun ({', '.join(missing)} unset): "
+            "start the command with torchrun (docs/gpu-and-torchrun.md), or unset WORLD_SIZE")
 
 
 def launched_first() -> bool:
@@ -147,6 +163,8 @@ def init_from_env(device_name: str) -> World:
     size = launched_size()
     if size == 1:
         return ONE_PROCESS
+    if (why := not_torchrun(size)) is not None:
+        raise ConfigError(why)
     device = resolve_device(device_name)
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     if device.type == "cuda":

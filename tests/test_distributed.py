@@ -16,6 +16,7 @@ import weakref
 from pathlib import Path
 
 import pytest
+import support
 import torch
 import torch.distributed as dist
 from support import TINY_PAIRS, CliResult, TinyData, file_states, run_cli, tiny_data, train_args, trained, tsv
@@ -286,3 +287,50 @@ def test_closing_the_group_first_frees_a_ddp_model_left_as_cyclic_garbage(tmp_pa
     finally:
         if dist.is_initialized():  # the rest of the session runs without a group
             dist.destroy_process_group()
+
+
+TORCHRUN_GIVEN = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                  "MASTER_PORT": "29701"}
+
+
+@pytest.mark.parametrize("env", [{"WORLD_SIZE": "2"}, {"WORLD_SIZE": "two"}, TORCHRUN_GIVEN],
+                         ids=["world-size-alone", "not-a-number", "all-but-torchrun-s-run-id"])
+@pytest.mark.parametrize("command", ["train", "evaluate", "translate"])
+def test_a_world_size_set_without_torchrun_is_one_line_not_a_traceback_or_a_wait(env, command, tmp_path_factory,
+                                                                                 tmp_path, monkeypatch):
+    """WORLD_SIZE left in a shell: a KeyError traceback; with the rank and the address given by hand too, a wait for
+    peers that never come, which neither Ctrl-C nor SIGTERM ended."""
+    data, model = tiny_data(tmp_path / "data"), trained(tmp_path_factory.getbasetemp()).best  # before the setting
+    for name in (*TORCHRUN_ENV, "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    argv = {"train": train_args(data, tmp_path / "run"),
+            "evaluate": ["evaluate", "--model", str(model), "--data", str(data.dev)],
+            "translate": ["translate", "--model", str(model), "--input", str(data.dev), "--output",
+                          str(tmp_path / "out.tsv")]}[command]
+    said = f"WORLD_SIZE={env['WORLD_SIZE']!r}" if env["WORLD_SIZE"] == "two" else \
+        "WORLD_SIZE=2 is set, but this process was not started by torchrun"
+    line = support.assert_one_line_error(run_cli(*argv), said)
+    assert "unset" in line and not (tmp_path / "out.tsv").exists()
+
+
+@pytest.mark.parametrize("argv", [["rul", "train", "--output-dir", "rul"], ["average", "--inputs", "a.pt", "b.pt",
+                                                                           "--output", "avg.pt"]])
+def test_a_command_that_runs_in_one_process_is_refused_under_torchrun(argv, tmp_path, monkeypatch):
+    """Each process trained the same RUL model into the same folder, its files written by two at once."""
+    monkeypatch.chdir(tmp_path)
+    for name, value in {**TORCHRUN_GIVEN, "TORCHELASTIC_RUN_ID": "x"}.items():
+        monkeypatch.setenv(name, value)
+    support.assert_one_line_error(run_cli(*argv), f"{argv[0]} runs in one process, not under torchrun (2 processes)")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_an_empty_input_split_by_torchrun_is_refused_leaving_no_job_record(tmp_path_factory, tmp_path):
+    """One process refuses it before writing anything; split, rank 0 had written the job's record first."""
+    model = trained(tmp_path_factory.getbasetemp()).best
+    (tmp_path / "empty.tsv").write_bytes(b"")
+    result = torchrun(tmp_path, "translate", "--model", str(model), "--input", "empty.tsv", "--output", "out.tsv")
+    assert result.status != 0 and "empty.tsv: empty file" in result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["empty.tsv"]

@@ -40,7 +40,8 @@ from seq2seq.cli.feedback import add_feedback_parser, run_feedback  # noqa: E402
 from seq2seq.cli.rul import add_rul_parser, run_rul  # noqa: E402
 from seq2seq.cli.train import add_train_parser, run_train  # noqa: E402
 from seq2seq.cli.translate import add_translate_parser, run_translate  # noqa: E402
-from seq2seq.errors import Seq2SeqError, Terminated, shown, terminate_as_interrupt  # noqa: E402
+from seq2seq.distributed import launched_size  # noqa: E402
+from seq2seq.errors import ConfigError, Seq2SeqError, Terminated, shown, terminate_as_interrupt  # noqa: E402
 
 if _loading:
     signal.signal(signal.SIGINT, signal.default_int_handler if _before is None else _before)
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+TORCHRUN_COMMANDS = ("train", "translate", "evaluate")  # the commands that split their work over torchrun's processes
 SIGPIPE_STATUS = 128 + 13  # what a shell reports for a command ended by SIGPIPE
 # How torch says an allocation failed (its RuntimeError, or torch.OutOfMemoryError, a subclass): on the CPU, then CUDA.
 OUT_OF_MEMORY = ("can't allocate memory", "CUDA out of memory", "out of memory")
@@ -90,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
            "feedback": run_feedback, "average": run_combine, "ensemble": run_combine}[args.command]
     stdout, sys.stdout = sys.stdout, NamedStdout(sys.stdout)
     try:
+        if args.command not in TORCHRUN_COMMANDS and launched_size() > 1:  # each process would write the same files
+            raise ConfigError(f"{args.command} runs in one process, not under torchrun ({launched_size()} "
+                              f"processes); start it without torchrun ({', '.join(TORCHRUN_COMMANDS)} run under it)")
         with terminate_as_interrupt():  # SIGTERM keeps what Ctrl-C keeps (a run's last.pt, a job's rows)
             status = run(args)
         sys.stdout.flush()  # here rather than at exit, so that a full disk on stdout is reported as below
@@ -108,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                       "model sizes (model.embed_size, encoder_hidden, decoder_hidden) or batches (train.batch_tokens, "
                       "--batch-size)")
     except KeyboardInterrupt as stop:
-        split = int(os.environ.get("WORLD_SIZE", "1")) > 1  # torchrun: a split file job resumes in one process
+        split = launched_size() > 1  # torchrun: a split file job resumes in one process
         how = "; continue with --resume" + (" in one process" if split else "") if _resumable(args, split) else ""
         print(f"seq2seq: {'terminated' if isinstance(stop, Terminated) else 'interrupted'}{how}", file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(stop, Terminated) else 130

@@ -20,7 +20,7 @@ from seq2seq.errors import ConfigError, DataError, Seq2SeqError
 from seq2seq.files import open_binary
 from seq2seq.serving.batch import BatchSummary, FileJob, JobStopped, unwritten
 from seq2seq.serving.destinations import part_path
-from seq2seq.serving.incident_log import count_rows, open_log
+from seq2seq.serving.incident_log import count_rows, open_log, read_rows
 
 
 def merge_parts(path: Path, count: int) -> None:
@@ -43,6 +43,9 @@ def translate_shared(world: World, job: FileJob, progress: Callable[[int, int | 
         if not file.seekable():
             raise ConfigError(f"{job.input_path}: under torchrun --input must be a regular file (its rows are split)")
         total = count_rows(file, job.input_format)
+        # Its header and alert column, refused before rank 0 claims the destinations (writing the job's record),
+        # as one process refuses them before its claim: an empty input left a record with no output beside it.
+        read_rows(file, job.input_path, job.input_format, job.column)
     destinations = [path for path in (job.output_path, job.attention_out) if path is not None]
 
     parts = [part_path(path, world.rank) for path in destinations] if not world.is_main else []
