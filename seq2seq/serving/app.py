@@ -32,11 +32,11 @@ from seq2seq.serving.requests import refusal
 RECOMMEND_CONCURRENCY, QUEUE_CONCURRENCY, QUEUE_SIZE = 128, 2, 256
 MAX_THREADS = RECOMMEND_CONCURRENCY + 32  # Gradio counts every running event against it, coroutines too
 # Sessions whose state (each one's last recommendations) is kept, oldest dropped first: a program calling the
-# HTTP API without a session_hash makes a session per call, and Gradio's default keeps 10,000 of them. The
-# largest answer's state is about 4 MB (docs/serving.md), so that many sessions hold at most about 1 GB.
+# HTTP API without a session_hash makes a session per call, and Gradio's default keeps 10,000 of them. With the
+# largest answer's state in each, these many fit in about a gigabyte (measured in docs/serving.md).
 SESSIONS = 250
 # How long Gradio's queue loops sleep when they have nothing to do: for an event to start (Gradio: 1 ms) and for
-# progress to send to the page (10 ms). At Gradio's, an idle app kept a tenth of a core busy waking its event loop.
+# progress to send to the page (10 ms). At Gradio's, an idle app kept its event loop waking (docs/serving.md, "Idle").
 IDLE_POLL_S, PROGRESS_POLL_S = 0.01, 0.1
 # Bytes of a request body to Gradio's routes but uploads (gate.py). The page's own requests are small: the steps
 # that draw an answer read its summary from a State on the server (handlers.recommend), not its JSON from the
@@ -80,9 +80,10 @@ class PageConfig(BlocksConfig):
 
 class PageSession(SessionState):
     """Gradio's session without the copy of each output's last value that it keeps for deep links (the gate
-    refuses ``/gradio_api/deep_link``): a /recommend answer's JSON, up to 13 MB, was held by every session,
-    and a program making a session per call could grow the app by that much a call (18 MB measured) up to
-    SESSIONS of them. The session's own state (``gr.State``) and its components' settings are kept as before."""
+    refuses ``/gradio_api/deep_link``): every session held the JSON of its last /recommend answer, and a
+    program making a session per call grew the app by that much a call, up to SESSIONS of them
+    (docs/serving.md, "Memory per session"). The session's own state (``gr.State``) and its components'
+    settings are kept as before."""
 
     def _update_value_in_config(self, key: int, value: Any) -> None:
         pass

@@ -33,8 +33,8 @@ from seq2seq.recommender import SIMILAR, Recommendation, Recommender
 MAX_BATCH = 64  # alerts decoded together: where a batch's cost per alert levels off (docs/benchmarks.md)
 MAX_WAIT_S = 0.002  # how long a batch waits for company; under load the queue fills it without waiting
 RATE_WINDOW_S = 10.0  # ``rate`` counts the requests answered in this many seconds
-# The longest wait a busy answer asks for. A burst's first seconds decode slowly (the batches fill up later):
-# 384 calls that drained in 68 s were told 258 s; a caller coming back sooner hears a better estimate.
+# The longest wait a busy answer asks for. A burst's first seconds decode slowly (the batches fill up later), so
+# the rate then foretells too long a drain; a caller coming back sooner hears a better estimate (docs/serving.md).
 MAX_RETRY_S = 60
 MIN_SPAN_S = 1.0  # ``rate``'s shortest span: at a spell's start, one pass would make any rate
 
@@ -74,8 +74,8 @@ class MicroBatcher:
     @property
     def rate(self) -> float:
         """Requests answered per second over the last RATE_WINDOW_S of the present busy spell (0 when none): how
-        fast a queue drains. Over the whole window, the quiet before a burst counted as slowness: 379 waiting after
-        a quiet spell were told to come back in 758 s, and drained in about 75."""
+        fast a queue drains. Over the whole window, the quiet before a burst counted as slowness, and a burst was
+        told to come back ten times later than it drained (docs/serving.md)."""
         with self._lock:
             now = time.monotonic()
             while self._answered and self._answered[0][0] < now - RATE_WINDOW_S:

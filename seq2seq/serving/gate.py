@@ -54,7 +54,7 @@ from seq2seq.jsontext import parse_json
 Scope, Message = dict[str, Any], dict[str, Any]
 Receive, Send = Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]
 HEALTH_PATH, RECOMMEND_PATH = "/health", "/api/recommend"
-# Gradio writes a session's every output (a /recommend JSON: up to 13 MB) to a new file in its cache on each call
+# Gradio writes a session's every output (a whole /recommend JSON) to a new file in its cache on each call
 DEEP_LINK_PATH = "/gradio_api/deep_link"
 CALL_PREFIX = "/gradio_api/call/"
 MAX_BODY = 1 << 20  # bytes of a POST /api/recommend body (the handler's own limit on alerts is far lower)
