@@ -35,13 +35,12 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
 - a body that stops arriving for ``body_idle_s`` seconds is cut off with HTTP 408, so a stalled client does not
   hold its connection and Gradio's worker for ever.
 
-A body cut off is, to the app, a client that left (``http.disconnect``); whatever the app then says is dropped and
-the gate answers instead.
+How a body is counted, capped, cut off and replayed lives in ``bodies.py``. A body cut off is, to the app, a
+client that left (``http.disconnect``); whatever the app then says is dropped and the gate answers instead.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -50,9 +49,8 @@ from typing import Any
 from seq2seq.errors import DataError
 from seq2seq.jsonl import distinct_keys
 from seq2seq.jsontext import parse_json
+from seq2seq.serving.bodies import Answer, Message, Metered, Receive, Replay, Scope, Send, body_messages, capped_body
 
-Scope, Message = dict[str, Any], dict[str, Any]
-Receive, Send = Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]
 HEALTH_PATH, RECOMMEND_PATH = "/health", "/api/recommend"
 # Gradio writes a session's every output (a whole /recommend JSON) to a new file in its cache on each call
 DEEP_LINK_PATH = "/gradio_api/deep_link"
@@ -109,8 +107,8 @@ class ServiceGate:
         if scope["method"] not in BODY_METHODS:  # no body to count or wait for: the event streams, the page
             await (self._recommend if direct else self._forward)(scope, receive, send, cap)
             return
-        metered = _Metered(receive, self)
-        answer = _Answer(send, metered)
+        metered = Metered(receive, self)
+        answer = Answer(send, metered)
         try:
             await (self._recommend if direct else self._forward)(scope, metered, answer, cap)
         except Exception:
@@ -149,20 +147,20 @@ class ServiceGate:
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, cap: int | None) -> None:
         """The request to Gradio, unless its body is over ``cap``; Gradio's 503 becomes the busy answer."""
-        capped = await _capped(scope, receive, cap)
+        capped = await capped_body(scope, receive, cap)
         if capped is None:
             upload = scope.get("path") in UPLOAD_PATHS and cap is not None  # its cap is the file's and the framing's
             framing = f" (a file of at most {cap - UPLOAD_FRAMING:,} bytes and its form)" if upload else ""
             await _too_large(send, cap, "detail", framing)  # as Gradio's routes name their errors
         elif scope["method"] == "POST" and scope.get("path", "").startswith(CALL_PREFIX):
-            messages = await _body_messages(capped, cap) if cap is not None else None
+            messages = await body_messages(capped, cap) if cap is not None else None
             fault = _call_body_fault(messages) if messages is not None else None
             if messages is None:
                 await _too_large(send, cap or 0, "detail")
             elif fault is not None:
                 await _respond(send, 400, {"detail": fault})
             else:
-                await self.app(scope, _Replay(messages, capped), _BusyAnswer(send, self.status))
+                await self.app(scope, Replay(messages, capped), _BusyAnswer(send, self.status))
         else:
             await self.app(scope, capped, _BusyAnswer(send, self.status))
 
@@ -170,8 +168,8 @@ class ServiceGate:
         if scope["method"] != "POST":
             await _respond(send, 405, {"error": f"{RECOMMEND_PATH} takes POST with a JSON body"}, {"allow": "POST"})
             return
-        capped = await _capped(scope, receive, cap)
-        messages = None if capped is None else await _body_messages(capped, cap)  # the whole body, at most the cap
+        capped = await capped_body(scope, receive, cap)
+        messages = None if capped is None else await body_messages(capped, cap)  # the whole body, at most the cap
         if messages is None:
             await _too_large(send, cap, "error")
             return
@@ -244,63 +242,6 @@ def _busy_reason(body: bytes) -> str | None:
     return detail.removeprefix("busy: ") if isinstance(detail, str) and detail.startswith("busy: ") else None
 
 
-class _Metered:
-    """The ``receive`` the app gets for a request with a body: each chunk is counted in the gate's ``held`` as it
-    arrives, and the body is cut off (``cut``: "full" or "stalled") when a chunk would take ``held`` past the gate's
-    budget or none comes for its ``body_idle_s``. Once it is cut the app hears that its client left. ``taken``: the
-    bytes this request holds, given back when it is answered."""
-
-    def __init__(self, receive: Receive, gate: ServiceGate) -> None:
-        self.receive, self.gate = receive, gate
-        self.taken, self.body_done, self.cut = 0, False, None
-
-    async def __call__(self) -> Message:
-        if self.cut is not None:
-            return {"type": "http.disconnect"}
-        if self.body_done:  # after the body the app only listens for the client leaving, however long that takes
-            return await self.receive()
-        try:
-            message = await asyncio.wait_for(self.receive(), self.gate.body_idle_s)
-        except TimeoutError:
-            self.cut = "stalled"
-            return {"type": "http.disconnect"}
-        if message["type"] != "http.request":
-            self.body_done = True
-            return message
-        size = len(message.get("body", b""))
-        self.taken += size
-        self.gate.held += size  # one event loop: no lock needed between the count and the check
-        if self.gate.held > self.gate.max_held:
-            self.cut = "full"
-            return {"type": "http.disconnect"}
-        self.body_done = not message.get("more_body", False)
-        return message
-
-
-class _Answer:
-    """The ``send`` the app gets for a request with a body: whether a response started; once the body is cut off
-    before it did, nothing of the app's reaches the client (the gate answers instead)."""
-
-    def __init__(self, send: Send, metered: _Metered) -> None:
-        self.send, self.metered, self.started = send, metered, False
-
-    async def __call__(self, message: Message) -> None:
-        if self.metered.cut is not None and not self.started:
-            return
-        self.started = self.started or message["type"] == "http.response.start"
-        await self.send(message)
-
-
-class _Replay:
-    """A ``receive`` that gives the app the messages the gate has read, then whatever the server says next."""
-
-    def __init__(self, messages: list[Message], receive: Receive) -> None:
-        self.messages, self.receive = messages, receive
-
-    async def __call__(self) -> Message:
-        return self.messages.pop(0) if self.messages else await self.receive()
-
-
 def _route_path(scope: Scope) -> str:
     """The path the app routes by, without a trailing slash: under a mount or a proxy's root path (the server puts
     it in ``root_path`` and in front of ``path``), what follows it."""
@@ -308,14 +249,6 @@ def _route_path(scope: Scope) -> str:
     if root and path.startswith(root + "/"):
         path = path[len(root):]
     return path.rstrip("/")
-
-
-def _content_length(scope: Scope) -> int | None:
-    """The body size the request declares; None for a body sent in chunks (or no valid declaration)."""
-    for name, value in scope.get("headers", []):
-        if name.lower() == b"content-length":
-            return int(value) if value.isdigit() else None
-    return None
 
 
 async def _busy(send: Send, state: dict, why: str | None = None, least_s: int = 1, close: bool = False) -> None:
@@ -333,31 +266,6 @@ async def _too_large(send: Send, cap: int, key: str, why: str = "") -> None:
     """HTTP 413 with ``{key: "request body over N bytes" + why}``, ``key`` as the route's other errors name theirs."""
     # The body is left unread, so the connection cannot carry another request.
     await _respond(send, 413, {key: f"request body over {cap:,} bytes{why}"}, {"connection": "close"})
-
-
-async def _capped(scope: Scope, receive: Receive, cap: int | None) -> Receive | None:
-    """The ``receive`` to give the app for a body of at most ``cap`` bytes (None: any), or None for a longer one:
-    at once when its Content-Length says so; a chunked body is read first, up to the cap, then replayed. A body of
-    declared length streams through: the server delivers exactly that many bytes."""
-    declared = _content_length(scope)
-    if cap is None or declared is not None:
-        return receive if cap is None or declared <= cap else None
-    messages = await _body_messages(receive, cap)
-    return None if messages is None else _Replay(messages, receive)
-
-
-async def _body_messages(receive: Receive, cap: int) -> list[Message] | None:
-    """The messages of the request body as the server gives them, to its last (or the client's leaving); None once
-    the body passes ``cap`` bytes, and nothing more is read."""
-    messages, size, more = [], 0, True
-    while more:
-        message = await receive()
-        messages.append(message)
-        size += len(message.get("body", b""))
-        if size > cap:
-            return None
-        more = message["type"] == "http.request" and message.get("more_body", False)
-    return messages
 
 
 async def _respond(send: Send, code: int, payload: dict, headers: dict[str, str] | None = None) -> None:
