@@ -16,7 +16,8 @@ Tabs:
 - **Batch**: an incident log (CSV, TSV, JSONL or TXT) -> the same rows with recommendation, score, trust,
   verdict and the nearest past case's action, as a download (``seq2seq.serving.translate_file``).
 
-The handlers behind the events are in ``seq2seq/serving/handlers.py``; this file lays out the page.
+The handlers behind the events are in ``seq2seq/serving/handlers.py`` and the page's repeated parts in
+``seq2seq/serving/widgets.py``; this file lays out the page.
 
 Default models: ``translator.pt`` and ``rul.pt`` in ``--default-dir`` (``runs/default/``) unless ``--model`` and
 ``--rul-model`` name others. A missing one is trained first and cached there (the translator on the embedded corpus,
@@ -41,9 +42,7 @@ import argparse
 import os
 import signal
 import time
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -62,11 +61,18 @@ from seq2seq import Engine, EngineMonitor, Recommender, Seq2SeqError
 from seq2seq.cli.common import path_flag, whole_number
 from seq2seq.serving import DEFAULT_DIR, bundled_engines, default_rul_model, default_translator, load_translators
 from seq2seq.serving.app import QUEUE_CONCURRENCY, QUEUE_SIZE, RECOMMEND_CONCURRENCY, App, address_fault, unservable
-from seq2seq.serving.feedback import VERDICTS
 from seq2seq.serving.feedback_store import FeedbackStore
-from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_BEAM, MAX_N_BEST, Handlers, plot_updates
-from seq2seq.serving.requests import RawPayload, shown_first
+from seq2seq.serving.handlers import ENGINE_ALERTS, FILE_MAX_AGE_S, LEVELS, MAX_N_BEST, Handlers
+from seq2seq.serving.requests import shown_first
 from seq2seq.serving.smoke import smoke_test
+from seq2seq.serving.widgets import (
+    beam_slider,
+    cleared_on_refusal,
+    plot_slots,
+    translator_dropdown,
+    upload_box,
+    verdict_panel,
+)
 
 MAX_FILE_SIZE = "10mb"  # uploads; Gradio refuses bigger ones before a handler runs
 # Two CPU cores: one engine job and one file job at a time, each kind queued behind its own kind only. A file
@@ -82,73 +88,6 @@ EXAMPLES = [
     ["byp duct press rapid increase\nnoticeable coolant system loss of pressure"],
 ]
 # -- layout -----------------------------------------------------------------------------------------
-def plot_slots(count: int, first_label: str, label: str, elem_id: str) -> list[gr.Plot]:
-    """One wide plot, then ``count - 1`` hidden ones two to a row; elem_ids ``elem_id``, ``elem_id-2``, ...
-    The labels are for screen readers: shown, Gradio's label badge covers the left of a half-width figure's
-    title, and each figure's own title says what it is."""
-    plots = [gr.Plot(label=first_label, show_label=False, elem_id=elem_id)]
-    for start in range(2, count + 1, 2):
-        with gr.Row():
-            plots += [gr.Plot(label=f"{label} {k}", show_label=False, elem_id=f"{elem_id}-{k}", visible=False)
-                      for k in range(start, min(start + 2, count + 1))]
-    return plots
-
-
-def upload_box(label: str, file_types: list[str], elem_id: str, height: int | None = None) -> gr.File:
-    """A file upload whose events take raw payloads (``preprocess=False``) and check them in the handler
-    (``requests.uploaded``), as /recommend's does: a program that sends a list or a number where a file
-    belongs gets a readable error, not Gradio's ``{"error": null}``."""
-    upload = gr.File(label=label, file_types=file_types, type="filepath", height=height, elem_id=elem_id)
-    upload.data_model = RawPayload
-    return upload
-
-
-def _cleared_on_refusal(asked: Any, outputs: list[Any], plots: list[gr.Plot]) -> None:
-    """When the request ``asked`` is refused, its tab's ``outputs`` and ``plots`` show nothing of the answer before,
-    which would read as the answer to this one (the refusal itself is Gradio's message, gone after seconds)."""
-    def cleared() -> list[Any]:
-        return [gr.Dropdown(choices=[], value=None) if isinstance(output, gr.Dropdown) else None for output in outputs
-                ] + plot_updates([], len(plots))
-    asked.failure(cleared, None, [*outputs, *plots], api_visibility="private", queue=False)
-
-
-def _translator_dropdown(handlers: Handlers) -> gr.Dropdown:
-    choices = [(name if (attention := r.model.config.attention) in name else f"{name} ({attention})", name)
-               for name, r in handlers.translators.items()]
-    return gr.Dropdown(choices=choices, value=choices[0][1], label="Translator (attention type)")
-
-
-def _verdict_panel(h: Handlers, prefix: str) -> list[Any]:
-    """Right / wrong and "what I did instead" for one chosen recommendation, posted as /feedback's are
-    (``h.feedback_panel``); elem_ids ``PREFIX-feedback-choice``, ``-right``, ``-wrong``, ``-correction``. Returns
-    what a new answer sets (``h.feedback_panel.targets``) and a refusal clears: the choice, the recommendations it
-    indexes, the correction, the saved message and the last record stored."""
-    with gr.Accordion("Was it right? Tell us what you did", open=True):
-        with gr.Row():
-            choice = gr.Dropdown(choices=[], label="Recommendation", elem_id=f"{prefix}-feedback-choice", scale=3)
-            technician = gr.Textbox(label="Your name (optional)", max_lines=1, elem_id=f"{prefix}-technician")
-        correction = gr.Textbox(label="What I did instead (optional)", lines=2, elem_id=f"{prefix}-correction")
-        with gr.Row():
-            buttons = {verdict: gr.Button(verdict.capitalize(), elem_id=f"{prefix}-{verdict}")
-                       for verdict in VERDICTS}
-        saved = gr.Markdown(elem_id=f"{prefix}-feedback-saved")
-    answered, last = gr.State(), gr.State()  # last: the record this page stored last (a double click stores once)
-    for verdict, button in buttons.items():
-        button.click(partial(h.feedback_panel.on_button, verdict), [answered, choice, correction, technician, last],
-                     [saved, last], api_name=f"{prefix}_feedback_{verdict}", api_visibility="private",
-                     concurrency_limit=None)
-    return [choice, answered, correction, saved, last]
-
-
-def _beam_slider(h: Handlers, translator: gr.Dropdown, **options: Any) -> gr.Slider:
-    """Beam size, set to the chosen translator's own default (a recipe's tuned one, else greedy)."""
-    beam = gr.Slider(1, MAX_BEAM, value=h.translator(None).search.beam_size, step=1, label="Beam size (1 = greedy)",
-                     **options)
-    translator.change(lambda name: h.translator(name).search.beam_size, [translator], [beam], queue=False,
-                      api_visibility="private")
-    return beam
-
-
 def _alerts_tab(h: Handlers, concurrency: int) -> None:
     with gr.Row():
         with gr.Column(scale=3):
@@ -156,8 +95,8 @@ def _alerts_tab(h: Handlers, concurrency: int) -> None:
                               placeholder="hpc outlet temperature rising sharply")
             gr.Examples(EXAMPLES, inputs=[text], label="Example alerts (click one)")
         with gr.Column(scale=2):
-            translator = _translator_dropdown(h)
-            beam = _beam_slider(h, translator, elem_id="beam")
+            translator = translator_dropdown(h)
+            beam = beam_slider(h, translator, elem_id="beam")
             n_best = gr.Slider(1, MAX_N_BEST, value=1, step=1, label="Alternatives shown (n-best)", elem_id="n-best")
             button = gr.Button("Recommend", variant="primary", elem_id="recommend")
     summary = gr.Markdown(elem_id="summary")
@@ -175,8 +114,8 @@ def _alerts_tab(h: Handlers, concurrency: int) -> None:
                          preprocess=False)
     shown = asked.success(h.show_recommendations, [shown_summary, recommendations, level], [summary, choice, *plots],
                           api_name="show_recommendations", api_visibility="private")
-    panel = _verdict_panel(h, "alerts")
-    _cleared_on_refusal(asked, [data, summary, choice, *panel], plots)
+    panel = verdict_panel(h, "alerts")
+    cleared_on_refusal(asked, [data, summary, choice, *panel], plots)
     shown.success(h.feedback_panel.targets, [recommendations], panel, api_name="alerts_feedback_targets",
                   api_visibility="private")
     for control, name in ((choice, "show_alert"), (level, "show_alert_level")):
@@ -190,7 +129,7 @@ def _engine_tab(h: Handlers) -> None:
         upload = upload_box(label="…or a C-MAPSS file (train_FD00x.txt layout)", file_types=[".txt"], height=140,
                             elem_id="cmapss-file")
         file_unit = gr.Dropdown(choices=[], label="Engine in the uploaded file", allow_custom_value=True)
-        translator = _translator_dropdown(h)
+        translator = translator_dropdown(h)
     button = gr.Button("Analyse engine", variant="primary", elem_id="analyse")
     summary = gr.Markdown(elem_id="engine-summary")
     with gr.Row():
@@ -211,8 +150,8 @@ def _engine_tab(h: Handlers) -> None:
                          preprocess=False)
     shown = asked.success(h.show_engine, [shown_summary, report], [summary, attention, deviations, *plots],
                           api_name="show_engine", api_visibility="private")
-    panel = _verdict_panel(h, "engine")
-    _cleared_on_refusal(asked, [data, summary, attention, deviations, *panel], plots)
+    panel = verdict_panel(h, "engine")
+    cleared_on_refusal(asked, [data, summary, attention, deviations, *panel], plots)
     shown.success(lambda r: h.feedback_panel.targets(shown_first(r, "/engine_health").recommendations), [report], panel,
                   api_name="engine_feedback_targets", api_visibility="private")
 
@@ -227,8 +166,8 @@ def _batch_tab(h: Handlers) -> None:
         with gr.Column():
             column = gr.Dropdown(choices=[], label="Alert column (empty: source, problem or the only one)",
                                  allow_custom_value=True, elem_id="batch-column")
-            translator = _translator_dropdown(h)
-            beam = _beam_slider(h, translator)
+            translator = translator_dropdown(h)
+            beam = beam_slider(h, translator)
             button = gr.Button("Translate file", variant="primary", elem_id="translate-file")
     result = gr.File(label="Result: every row with recommendation, score, trust, verdict, similar_action and error",
                      elem_id="batch-result")
@@ -243,7 +182,7 @@ def _batch_tab(h: Handlers) -> None:
                          preprocess=False)
     asked.success(lambda s: shown_first(s, "/translate_file").summary(), [state], [summary], api_name="batch_summary",
                   api_visibility="private")
-    _cleared_on_refusal(asked, [result, summary], [])
+    cleared_on_refusal(asked, [result, summary], [])
 
 
 def build(translators: dict[str, Recommender], monitor: EngineMonitor | None, engines: list[Engine],
