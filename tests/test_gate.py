@@ -96,6 +96,52 @@ def test_a_call_whose_body_is_not_a_json_object_with_data_is_refused_in_one_line
     assert request("/gradio_api/call/recommend", "POST", b'{"data": ["egt high"], "session_hash": "a"}')[0] == 200
 
 
+@pytest.mark.parametrize(("path", "answered"), [
+    ("/gradio_api/call/recommend/gone", b'event: error\ndata: "no call gone is waiting to be read: '
+                                        b'POST /gradio_api/call/recommend, then read its event once"\n\n'),
+    ("/gradio_api/call/v2/recommend/gone", None),
+    ("/gradio_api/call/recommend/live", b'{"event_id":"abc"}'),
+    ("/gradio_api/queue/data", b'{"event_id":"abc"}'),  # the page's stream: Gradio's
+])
+def test_a_call_with_nothing_to_read_is_answered_in_one_line_without_reaching_gradio(path, answered):
+    """Gradio's stream raised once it had begun and the server logged a traceback, or it waited for ever."""
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    gate = ServiceGate(gradio_like, lambda: dict(STATUS), streams=lambda event: event == "live")
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    asyncio.run(gate({"type": "http", "path": path, "method": "GET", "headers": []}, receive, send))
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert sent[0]["status"] == 200
+    if answered is None:
+        assert body.startswith(b'event: error\ndata: "no call gone')
+    else:
+        assert body == answered
+
+
+def test_gradios_own_refusal_of_a_file_over_its_size_is_worded_as_the_gates():
+    async def gradio_refusing(scope, receive, send):
+        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"File size exceeded maximum allowed size of 8 bytes."})
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b"x", "more_body": False}
+
+    gate = ServiceGate(gradio_refusing, lambda: dict(STATUS), max_file_size=lambda: 1 << 20)
+    asyncio.run(gate({"type": "http", "path": "/gradio_api/upload", "method": "POST", "headers": []}, receive, send))
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert sent[0]["status"] == 413
+    assert json.loads(body) == {"detail": "upload over 1,048,576 bytes (1 MiB), the most one file may have"}
+
+
 def test_deep_links_are_not_made():
     """Gradio would write the session's outputs to a new file in its cache at each call."""
     code, _, body = request("/gradio_api/deep_link")
@@ -207,7 +253,8 @@ def test_a_direct_recommend_body_declared_over_its_cap_is_refused_at_once_in_its
 def test_a_chunked_body_is_cut_off_once_past_the_cap_without_reading_further(path):
     cap = CAP if path.endswith("join") else FILE_SIZE + UPLOAD_FRAMING
     served = Served(path, b"x" * cap * 10)
-    assert served.status == 413 and f"{cap:,} bytes" in served.json["detail"]
+    named = CAP if path.endswith("join") else FILE_SIZE  # an upload's refusal names the file's size, as Gradio's
+    assert served.status == 413 and f"over {named:,} bytes" in served.json["detail"]
     assert cap < served.asked <= cap + CHUNK  # the chunk that passed the cap, and not one more
     assert served.app_read is None
 
@@ -240,7 +287,8 @@ def test_an_upload_route_takes_one_file_of_gradios_size_and_its_framing_but_not_
     largest = FILE_SIZE + UPLOAD_FRAMING
     assert Served(path, b"f" * largest, declared=largest, root_path=root_path).status == 200
     refused = Served(path, b"f" * (largest + 1), declared=largest + 1, root_path=root_path)
-    assert refused.status == 413 and f"{largest:,} bytes" in refused.json["detail"]
+    assert refused.status == 413
+    assert refused.json["detail"] == f"upload over {FILE_SIZE:,} bytes, the most one file may have"
 
 
 @pytest.mark.parametrize(("root_path", "path"), [

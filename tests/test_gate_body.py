@@ -28,6 +28,7 @@ from seq2seq.serving.handlers import MAX_ALERTS, MAX_CHARS
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning", "ignore::ResourceWarning")
 UPLOAD_CAP = 10 * 1024 * 1024 + UPLOAD_FRAMING  # gradio_app.MAX_FILE_SIZE, as Gradio reads "10mb"
+UPLOAD_REFUSAL = "upload over 10,485,760 bytes (10 MiB), the most one file may have"
 JSON_ROUTES = ["/gradio_api/call/recommend", "/gradio_api/queue/join", "/gradio_api/run/recommend",
                "/gradio_api/call/v2/recommend", "/gradio_api/component_server"]
 
@@ -101,8 +102,29 @@ def test_an_upload_holds_one_file_of_the_size_gradio_takes_and_no_more(served):
     status, answer = post_raw(served, "/gradio_api/upload", {"Content-Type": "multipart/form-data; boundary=b",
                                                              "Transfer-Encoding": "chunked"},
                               b"%x\r\n" % len(field) + field + b"\r\n" + chunked(UPLOAD_CAP + 1))
-    assert status == 413 and answer["detail"] == (f"request body over {UPLOAD_CAP:,} bytes (a file of at most "
-                                                  f"{UPLOAD_CAP - UPLOAD_FRAMING:,} bytes and its form)")
+    assert status == 413 and answer["detail"] == UPLOAD_REFUSAL
+
+
+def test_a_file_over_gradios_size_is_refused_in_the_words_of_a_body_over_the_cap(served):
+    """Gradio refuses it in plain text of its own; the gate, a larger body, in JSON: one cap, one wording."""
+    size = UPLOAD_CAP - UPLOAD_FRAMING + 1  # one byte over the file size, well within the body's cap
+    answer = httpx.post(f"{served}/gradio_api/upload", files={"files": ("log.csv", b"a" * size)}, timeout=60)
+    assert answer.status_code == 413 and answer.json() == {"detail": UPLOAD_REFUSAL}
+
+
+def test_an_event_read_already_or_never_made_is_answered_at_once_in_one_line(served, caplog):
+    """Gradio waited on the first for ever and answered the second "404: Not Found", logging a traceback, as it
+    still answers the page's stream for a session with nothing to read, now without the traceback."""
+    with httpx.Client(timeout=10) as http:
+        event = http.post(f"{served}/gradio_api/call/recommend", json={"data": ["pump vibration high"]}).json()
+        assert "event: complete" in http.get(f"{served}/gradio_api/call/recommend/{event['event_id']}").text
+        for name in [event["event_id"], "nosuch"]:
+            stream = http.get(f"{served}/gradio_api/call/recommend/{name}").text
+            assert stream == (f'event: error\ndata: "no call {name} is waiting to be read: POST '
+                              '/gradio_api/call/recommend, then read its event once"\n\n')
+        page = http.get(f"{served}/gradio_api/queue/data", params={"session_hash": "nosuch"}).text
+        assert json.loads(page.removeprefix("data: "))["session_not_found"] is True  # as the page knows it
+    assert not [record for record in caplog.records if record.exc_info], "a traceback was logged"
 
 
 def test_the_longest_alerts_every_character_escaped_pass_to_recommend_by_both_routes(served):

@@ -157,7 +157,7 @@ class App(gr.Blocks):
         gate = Middleware(ServiceGate, status=lambda: self.handlers.health(len(self._queue)),
                           recommend=self.handlers.recommend_direct, limit=self.recommend_concurrency,
                           max_body=MAX_REQUEST_BODY, max_file_size=lambda: self.max_file_size,
-                          endpoints=self.endpoints)
+                          endpoints=self.endpoints, streams=self.has_stream)
         app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), gate]
         # What is loaded by now (torch, Gradio, the models and case memories: some 400,000 objects) lives as long
         # as the app. Left in the collector's sight, every full collection walks it all and stops serving for
@@ -173,6 +173,16 @@ class App(gr.Blocks):
         public ones."""
         named = [fn for fn in self.fns.values() if fn.api_name]
         return {fn.api_name for fn in named}, [fn.api_name for fn in named if fn.api_visibility == "public"]
+
+    def has_stream(self, event_id: str) -> bool:
+        """Whether Gradio holds, or will hold, messages to read for a call: queued, running, or done and not yet
+        read (its session found as Gradio's ``/call/`` route finds it). A call read to its end has none: Gradio's
+        route would wait on its session's empty queue for ever."""
+        queue = self._queue
+        event = queue.event_ids_to_events.get(event_id)
+        session = event.session_hash if event is not None else next(
+            (session for session, ids in queue.pending_event_ids_session.items() if event_id in ids), None)
+        return session is not None and session in queue.pending_messages_per_session
 
     async def preprocess_data(self, block_fn: BlockFunction, inputs: list[Any], state, explicit_call: bool = False):
         """Gradio's preprocessing (its signature), of the inputs ``completed`` whose files were all uploaded."""

@@ -13,6 +13,9 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
 - ``/gradio_api/call/NAME`` for a NAME that is no endpoint gets HTTP 404 and one line listing the endpoints (Gradio
   answered 500 and logged a traceback); a POST there whose body is not UTF-8 JSON, repeats a key or lacks a
   ``data`` list gets HTTP 400 and one line, as ``/api/recommend`` does;
+- ``GET /gradio_api/call/NAME/EVENT`` for a call with nothing left to read is answered with an error event in one
+  line, without reaching Gradio (which logged a traceback, or waited for ever on a call read already); Gradio's
+  refusal of ``GET /gradio_api/queue/data`` for a session with nothing to read is answered by Gradio, quietly;
 - ``/gradio_api/deep_link`` gets HTTP 404: Gradio would write the session's outputs to a new file in its cache at
   each call, and the page makes no deep links;
 - ``POST /api/recommend`` with ``{"data": [alerts, translator, beam size, n-best]}`` (the inputs of
@@ -35,7 +38,8 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
 - a body that stops arriving for ``body_idle_s`` seconds is cut off with HTTP 408, so a stalled client does not
   hold its connection and Gradio's worker for ever.
 
-How a body is counted, capped, cut off and replayed lives in ``bodies.py``. A body cut off is, to the app, a
+How a body is counted, capped, cut off and replayed lives in ``bodies.py``; what the gate knows of Gradio's routes
+(endpoints, event streams, a call's body, the upload routes) in ``routes.py``. A body cut off is, to the app, a
 client that left (``http.disconnect``); whatever the app then says is dropped and the gate answers instead.
 """
 
@@ -50,16 +54,23 @@ from seq2seq.errors import DataError
 from seq2seq.jsonl import distinct_keys
 from seq2seq.jsontext import parse_json
 from seq2seq.serving.bodies import Answer, Message, Metered, Receive, Replay, Scope, Send, body_messages, capped_body
+from seq2seq.serving.routes import (
+    CALL_PREFIX,
+    DEEP_LINK_PATH,
+    QUEUE_DATA_PATH,
+    UPLOAD_PATHS,
+    Endpoints,
+    Streams,
+    call_body_fault,
+    no_stream,
+    refused_after_start,
+    route_path,
+    unknown_endpoint,
+    upload_too_large,
+)
 
 HEALTH_PATH, RECOMMEND_PATH = "/health", "/api/recommend"
-# Gradio writes a session's every output (a whole /recommend JSON) to a new file in its cache on each call
-DEEP_LINK_PATH = "/gradio_api/deep_link"
-CALL_PREFIX = "/gradio_api/call/"
 MAX_BODY = 1 << 20  # bytes of a POST /api/recommend body (the handler's own limit on alerts is far lower)
-# Gradio 6's multipart routes (gradio/routes.py), which stream files to its cache: /upload gets one file a request
-# from this page (each upload box takes one) and from gradio_client (one per handle_file); /process_recording one
-# microphone recording.
-UPLOAD_PATHS = ("/gradio_api/upload", "/gradio_api/process_recording")
 UPLOAD_FRAMING = 64 << 10  # bytes around an upload's file: multipart boundaries and part headers (8 KiB each at most)
 MAX_HELD = 256 << 20  # bytes all requests in flight may hold in bodies, as received
 BODY_IDLE_S = 30.0  # seconds a request body may pause before it is cut off (an upload's chunks come far faster)
@@ -76,20 +87,22 @@ class ServiceGate:
     through. ``max_body``: the cap on bodies of Gradio's routes but uploads; ``max_file_size``: Gradio's cap on one
     uploaded file (bytes, None for none), read per request because Gradio sets it as it launches; ``max_held``: the
     bytes all requests in flight may hold in bodies, as received; ``body_idle_s``: how long a body may pause;
-    ``endpoints``: the names ``/gradio_api/call/NAME`` takes and the public ones, for the 404 of any other."""
+    ``endpoints``: the names ``/gradio_api/call/NAME`` takes and the public ones, for the 404 of any other;
+    ``streams(event_id=..., session_hash=...)``: whether a call's or a session's event stream has messages to read."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], status: Callable[[], dict],
                  recommend: Callable[[Any], Awaitable[dict]] | None = None, limit: int = 1,
                  max_body: int = MAX_BODY, max_file_size: Callable[[], int | None] = lambda: None,
                  max_held: int = MAX_HELD, body_idle_s: float = BODY_IDLE_S,
-                 endpoints: Callable[[], tuple[set[str], list[str]]] | None = None) -> None:
+                 endpoints: Endpoints | None = None, streams: Streams | None = None) -> None:
         self.app, self.status, self.recommend, self.endpoints = app, status, recommend, endpoints
+        self.streams = streams
         self.limit, self.running = limit, 0
         self.max_body, self.max_file_size = max_body, max_file_size
         self.max_held, self.held, self.body_idle_s = max_held, 0, body_idle_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = _route_path(scope)
+        path = route_path(scope)
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -99,13 +112,22 @@ class ServiceGate:
         if path == DEEP_LINK_PATH:  # the page has no deep links, and sessions keep no outputs to write
             await _respond(send, 404, {"detail": "this app makes no deep links"})
             return
-        if (unknown := self.unknown_endpoint(path)) is not None:  # Gradio: HTTP 500 and a traceback in the log
+        if (unknown := unknown_endpoint(path, self.endpoints)) is not None:  # Gradio: HTTP 500 and a traceback
             await _respond(send, 404, {"detail": unknown})
+            return
+        if scope["method"] == "GET" and (events := no_stream(path, self.streams)) is not None:
+            await _respond(send, 200, events, {"content-type": "text/event-stream"})
             return
         direct = path == RECOMMEND_PATH and self.recommend is not None
         cap = MAX_BODY if direct else self.body_cap(path)
         if scope["method"] not in BODY_METHODS:  # no body to count or wait for: the event streams, the page
-            await (self._recommend if direct else self._forward)(scope, receive, send, cap)
+            try:
+                await (self._recommend if direct else self._forward)(scope, receive, send, cap)
+            except RuntimeError as err:
+                if not (path == QUEUE_DATA_PATH and refused_after_start(err)):
+                    raise
+                # answered already, but for the body's end; the server would log a traceback and cut it short
+                await send({"type": "http.response.body", "body": b""})
             return
         metered = Metered(receive, self)
         answer = Answer(send, metered)
@@ -126,18 +148,6 @@ class ServiceGate:
                 await _respond(send, 408, {key: f"request body stopped arriving for {self.body_idle_s:g} s"},
                                {"connection": "close"})
 
-    def unknown_endpoint(self, path: str) -> str | None:
-        """Why ``path`` (``/gradio_api/call/[v2/]NAME[/EVENT]``) names no endpoint, or None (it does, or is another
-        route, or the gate was given no ``endpoints``)."""
-        parts = path.removeprefix(CALL_PREFIX).split("/") if path.startswith(CALL_PREFIX) else []
-        name = parts[1] if parts[:1] == ["v2"] and len(parts) > 1 else parts[0] if parts else None
-        if name is None or self.endpoints is None:
-            return None
-        known, public = self.endpoints()
-        if name in known:
-            return None
-        return f"no endpoint /{name[:60]}; this app's are {', '.join('/' + e for e in public)}"
-
     def body_cap(self, path: str) -> int | None:
         """The most bytes a body sent to Gradio's route ``path`` may have; None: any (uploads, if Gradio takes any)."""
         if path not in UPLOAD_PATHS:
@@ -148,13 +158,16 @@ class ServiceGate:
     async def _forward(self, scope: Scope, receive: Receive, send: Send, cap: int | None) -> None:
         """The request to Gradio, unless its body is over ``cap``; Gradio's 503 becomes the busy answer."""
         capped = await capped_body(scope, receive, cap)
+        upload = route_path(scope) in UPLOAD_PATHS and cap is not None  # its cap is the file's and the framing's
+        too_large = upload_too_large(cap - UPLOAD_FRAMING) if upload else None
         if capped is None:
-            upload = scope.get("path") in UPLOAD_PATHS and cap is not None  # its cap is the file's and the framing's
-            framing = f" (a file of at most {cap - UPLOAD_FRAMING:,} bytes and its form)" if upload else ""
-            await _too_large(send, cap, "detail", framing)  # as Gradio's routes name their errors
+            if too_large is not None:
+                await _respond(send, 413, too_large, {"connection": "close"})
+            else:
+                await _too_large(send, cap, "detail")  # as Gradio's routes name their errors
         elif scope["method"] == "POST" and scope.get("path", "").startswith(CALL_PREFIX):
             messages = await body_messages(capped, cap) if cap is not None else None
-            fault = _call_body_fault(messages) if messages is not None else None
+            fault = call_body_fault(messages) if messages is not None else None
             if messages is None:
                 await _too_large(send, cap or 0, "detail")
             elif fault is not None:
@@ -162,7 +175,7 @@ class ServiceGate:
             else:
                 await self.app(scope, Replay(messages, capped), _BusyAnswer(send, self.status))
         else:
-            await self.app(scope, capped, _BusyAnswer(send, self.status))
+            await self.app(scope, capped, _BusyAnswer(send, self.status, too_large))
 
     async def _recommend(self, scope: Scope, receive: Receive, send: Send, cap: int) -> None:
         if scope["method"] != "POST":
@@ -198,39 +211,30 @@ class ServiceGate:
 
 class _BusyAnswer:
     """A ``send`` that replaces a 503 response (Gradio's "Queue is full") by the busy answer; when the app's own
-    refusal says why (``{"detail": "busy: WHY"}``, app.PageQueue), the answer says that."""
+    refusal says why (``{"detail": "busy: WHY"}``, app.PageQueue), the answer says that. Given ``too_large`` (an
+    upload route), Gradio's 413 for a file over its size, plain text, becomes that JSON, as the gate words a body
+    over the cap: one wording for one cap."""
 
-    def __init__(self, send: Send, status: Callable[[], dict]) -> None:
-        self.send, self.status, self.busy, self.body = send, status, False, b""
+    def __init__(self, send: Send, status: Callable[[], dict], too_large: dict | None = None) -> None:
+        self.send, self.status, self.too_large = send, status, too_large
+        self.replaced: int | None = None  # the status of the response being replaced
+        self.body = b""
 
     async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start" and message["status"] == 503:
-            self.busy = True
+        if message["type"] == "http.response.start" and (
+                message["status"] == 503 or (message["status"] == 413 and self.too_large is not None)):
+            self.replaced = message["status"]
             return
-        if not self.busy:
+        if self.replaced is None:
             await self.send(message)
         elif message["type"] == "http.response.body":
             self.body = (self.body + message.get("body", b""))[:MAX_BODY]  # Gradio's is a line of JSON
-            if not message.get("more_body", False):
+            if message.get("more_body", False):
+                return
+            if self.replaced == 503:
                 await _busy(self.send, self.status(), _busy_reason(self.body))
-
-
-def _call_body_fault(messages: list[Message]) -> str | None:
-    """What is wrong with the body of a POST to ``/gradio_api/call/NAME``, in one line; None if it is a JSON object
-    with a ``data`` list. Gradio would keep the last of two ``data`` keys without a word, read UTF-16, and answer
-    other faults in FastAPI's nested structure; ``/api/recommend`` refuses each in one line, and so does this."""
-    body = b"".join(message.get("body", b"") for message in messages)
-    try:
-        value = parse_json(body.decode("utf-8"), partial(distinct_keys, where="body"), standard=False)
-    except UnicodeDecodeError:
-        return "body: not UTF-8 text; send JSON as UTF-8"
-    except DataError as err:
-        return str(err)
-    except ValueError as err:  # a JsonFault
-        return f"body: not JSON ({err})"
-    if not isinstance(value, dict) or not isinstance(value.get("data"), list):
-        return 'body: send JSON {"data": [inputs]}'
-    return None
+            else:
+                await _respond(self.send, 413, self.too_large or {})
 
 
 def _busy_reason(body: bytes) -> str | None:
@@ -240,15 +244,6 @@ def _busy_reason(body: bytes) -> str | None:
     except (ValueError, AttributeError):
         return None
     return detail.removeprefix("busy: ") if isinstance(detail, str) and detail.startswith("busy: ") else None
-
-
-def _route_path(scope: Scope) -> str:
-    """The path the app routes by, without a trailing slash: under a mount or a proxy's root path (the server puts
-    it in ``root_path`` and in front of ``path``), what follows it."""
-    path, root = scope.get("path", ""), scope.get("root_path", "")
-    if root and path.startswith(root + "/"):
-        path = path[len(root):]
-    return path.rstrip("/")
 
 
 async def _busy(send: Send, state: dict, why: str | None = None, least_s: int = 1, close: bool = False) -> None:
@@ -262,14 +257,15 @@ async def _busy(send: Send, state: dict, why: str | None = None, least_s: int = 
                    {"retry-after": str(seconds), **({"connection": "close"} if close else {})})
 
 
-async def _too_large(send: Send, cap: int, key: str, why: str = "") -> None:
-    """HTTP 413 with ``{key: "request body over N bytes" + why}``, ``key`` as the route's other errors name theirs."""
+async def _too_large(send: Send, cap: int, key: str) -> None:
+    """HTTP 413 with ``{key: "request body over N bytes"}``, ``key`` as the route's other errors name theirs."""
     # The body is left unread, so the connection cannot carry another request.
-    await _respond(send, 413, {key: f"request body over {cap:,} bytes{why}"}, {"connection": "close"})
+    await _respond(send, 413, {key: f"request body over {cap:,} bytes"}, {"connection": "close"})
 
 
-async def _respond(send: Send, code: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-    body = json.dumps(payload).encode()
+async def _respond(send: Send, code: int, payload: dict | bytes, headers: dict[str, str] | None = None) -> None:
+    """``payload``: JSON, or a body as it is sent (with its content type in ``headers``)."""
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     fields = {"content-type": "application/json", "content-length": str(len(body)), **(headers or {})}
     await send({"type": "http.response.start", "status": code,
                 "headers": [(k.encode(), v.encode()) for k, v in fields.items()]})
