@@ -112,6 +112,17 @@ def test_a_file_over_gradios_size_is_refused_in_the_words_of_a_body_over_the_cap
     assert answer.status_code == 413 and answer.json() == {"detail": UPLOAD_REFUSAL}
 
 
+def test_an_upload_part_without_a_file_name_is_refused_in_one_line(served, caplog):
+    """Gradio's form parser took it for a text field and its upload route failed: HTTP 500 and a traceback."""
+    answer = httpx.post(f"{served}/gradio_api/upload", files={"files": ("", b"alert\npump low\n")}, timeout=30)
+    assert answer.status_code == 400
+    assert answer.json() == {"detail": 'upload: a file part has no name; send it as form-data; name="files"; '
+                                       'filename="log.csv"'}
+    assert not [record for record in caplog.records if record.exc_info], "a traceback was logged"
+    named = httpx.post(f"{served}/gradio_api/upload", files={"files": ("log.txt", b"pump low\n")}, timeout=30)
+    assert named.status_code == 200 and named.json()[0].endswith("log.txt")
+
+
 def test_an_event_read_already_or_never_made_is_answered_at_once_in_one_line(served, caplog):
     """Gradio waited on the first for ever and answered the second "404: Not Found", logging a traceback, as it
     still answers the page's stream for a session with nothing to read, now without the traceback."""

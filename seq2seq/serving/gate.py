@@ -58,6 +58,7 @@ from seq2seq.serving.routes import (
     CALL_PREFIX,
     DEEP_LINK_PATH,
     QUEUE_DATA_PATH,
+    UNNAMED_FILE,
     UPLOAD_PATHS,
     Endpoints,
     Streams,
@@ -66,6 +67,7 @@ from seq2seq.serving.routes import (
     refused_after_start,
     route_path,
     unknown_endpoint,
+    unnamed_file,
     upload_too_large,
 )
 
@@ -133,7 +135,10 @@ class ServiceGate:
         answer = Answer(send, metered)
         try:
             await (self._recommend if direct else self._forward)(scope, metered, answer, cap)
-        except Exception:
+        except Exception as err:
+            if metered.cut is None and path in UPLOAD_PATHS and unnamed_file(err) and not answer.started:
+                await _respond(send, 400, {"detail": UNNAMED_FILE})
+                return
             if metered.cut is None:
                 raise  # the app's own fault: the server's error page, as without the gate
             # else the app failing to read a body the gate cut off (Starlette's ClientDisconnect): answered below

@@ -26,6 +26,9 @@ QUEUE_DATA_PATH = "/gradio_api/queue/data"
 # microphone recording.
 UPLOAD_PATHS = ("/gradio_api/upload", "/gradio_api/process_recording")
 
+# An upload part with an empty file name: Gradio's form parser takes it for a text field, and its upload route fails
+UNNAMED_FILE = 'upload: a file part has no name; send it as form-data; name="files"; filename="log.csv"'
+
 Endpoints = Callable[[], tuple[set[str], list[str]]]  # the names /gradio_api/call/NAME takes, and the public ones
 Streams = Callable[[str], bool]  # event id -> whether its call's event stream has messages to read, or will have
 
@@ -72,6 +75,12 @@ def refused_after_start(err: BaseException) -> bool:
     begun: Gradio's event stream for a session with nothing to read, which has sent its error event by then."""
     cause = err.__cause__
     return isinstance(err, RuntimeError) and isinstance(cause, HTTPException) and cause.status_code == 404
+
+
+def unnamed_file(err: BaseException) -> bool:
+    """Whether ``err`` is Gradio's upload route failing on a part sent with an empty file name (HTTP 500 and a
+    traceback, where the client sent a malformed form)."""
+    return isinstance(err, TypeError) and "GradioUploadFile" in str(err)
 
 
 def call_body_fault(messages: list[Message]) -> str | None:
