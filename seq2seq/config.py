@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 import re
 import sys
 from dataclasses import dataclass
@@ -222,7 +223,15 @@ def _bound(text: str, cls: type, values: dict[str, Any]) -> float:
 
 
 def check_ranges(config: object) -> None:
-    """ConfigError naming the section and the first field of ``config`` outside its interval."""
+    """ConfigError naming the section and the first field of ``config`` of the wrong type (a program's
+    ``SearchConfig(beam_size=2.5)`` failed deep in torch) or outside its interval. A number is kept as its
+    field's type: ``beam_size=2.0`` as 2, ``length_penalty=1`` as 1.0, a numpy integer as an int."""
+    for field in dataclasses.fields(config):
+        default, value = getattr(type(config), field.name), getattr(config, field.name)
+        if problem := _type_problem(default, value):
+            raise ConfigError(f"{SECTIONS[type(config).__name__]}: {field.name} {problem}")
+        if _is_number(default) and type(value) is not type(default):
+            object.__setattr__(config, field.name, type(default)(value))  # frozen: set once, as it is made
     problem = range_problem(type(config), dataclasses.asdict(config))
     if problem:
         raise ConfigError(f"{SECTIONS[type(config).__name__]}: {' '.join(problem)}")
@@ -249,8 +258,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config", flags: 
         if problem:
             raise fault(name, problem)
         default = getattr(cls, name)
-        number = isinstance(default, (int, float)) and not isinstance(default, bool)
-        values[name] = type(default)(value) if number else value
+        values[name] = type(default)(value) if _is_number(default) else value
     problem = range_problem(cls, values)
     if problem:
         raise fault(*problem)
@@ -265,16 +273,20 @@ def _type_problem(default: Any, value: Any) -> str | None:
     if isinstance(default, bool):
         return None if isinstance(value, bool) else f"must be true or false, got {_json_word(value)}"
     if isinstance(default, (int, float)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's numbers too
             return f"must be a number, got {_json_word(value)}"
-        if isinstance(default, int) and isinstance(value, float) and not value.is_integer():
+        if isinstance(default, int) and not isinstance(value, numbers.Integral) and not float(value).is_integer():
             return f"must be a whole number, got {value!r}"
-        if isinstance(default, float) and isinstance(value, int) and abs(value) > sys.float_info.max:
+        if isinstance(default, float) and isinstance(value, numbers.Integral) and abs(value) > sys.float_info.max:
             return f"is beyond the float range (at most 1.8e308), got {shown_number(value)}"
         return None
     if isinstance(default, str) and not isinstance(value, str):
         return f"must be a string, got {_json_word(value)}"
     return None
+
+
+def _is_number(default: Any) -> bool:
+    return isinstance(default, (int, float)) and not isinstance(default, bool)
 
 
 def _json_word(value: Any) -> str:

@@ -40,7 +40,12 @@ def metrics() -> dict[str, BLEU | CHRF | TER]:
 
 
 def score_corpus(hypotheses: list[str], references: list[str]) -> Scores:
-    """Corpus-level scores of hypotheses against one reference each (normalised like the model's input)."""
+    """Corpus-level scores of hypotheses against one reference each (normalised like the model's input). Lists of
+    different lengths, or none, are a ValueError: sacrebleu scored two hypotheses against one reference as BLEU 0
+    and chrF 100 without a word, and failed on empty lists with an IndexError."""
+    if len(hypotheses) != len(references) or not hypotheses:
+        raise ValueError(f"scoring needs one reference per hypothesis, and at least one: got {len(hypotheses)} "
+                         f"hypotheses and {len(references)} references")
     references = [normalize(ref) for ref in references]
     scores, signatures = {}, {}
     for name, metric in metrics().items():
@@ -58,6 +63,7 @@ def evaluate_corpus(recommender: Recommender, corpus: ParallelCorpus, config: Se
 
 def score_recommendations(recommendations: list[Recommendation], corpus: ParallelCorpus) -> Scores:
     """Scores of one recommendation per example of ``corpus``, in its order, against its targets."""
+    _one_each(recommendations, corpus)
     return score_corpus([r.text for r in recommendations], [example.target for example in corpus.examples])
 
 
@@ -67,6 +73,9 @@ def selective_scores(recommendations: list[Recommendation], corpus: ParallelCorp
 
     Ties in trust keep corpus order (a stable sort), so the selection is reproducible.
     """
+    _one_each(recommendations, corpus)
+    if outside := [c for c in coverages if not 0 < c <= 1]:
+        raise ValueError(f"coverages are shares of the sentences, in (0, 1]; got {outside[0]!r}")
     trust = np.array([r.trust if r.trust is not None else -1.0 for r in recommendations])
     order = np.argsort(-trust, kind="stable")
     rows = []
@@ -75,6 +84,14 @@ def selective_scores(recommendations: list[Recommendation], corpus: ParallelCorp
         scores = score_corpus([recommendations[i].text for i in kept], [corpus.examples[i].target for i in kept])
         rows.append({"coverage": coverage, "bleu": scores.bleu, "chrf": scores.chrf})
     return rows
+
+
+def _one_each(recommendations: list[Recommendation], corpus: ParallelCorpus) -> None:
+    """ValueError unless there is one recommendation per example of ``corpus`` (else the first ones would be scored
+    against the first references, without a word)."""
+    if len(recommendations) != len(corpus.examples):
+        raise ValueError(f"{corpus.path}: {len(corpus.examples)} examples, but {len(recommendations)} "
+                         "recommendations to score against them")
 
 
 def fit_case_memory(recommender: Recommender, train: ParallelCorpus, dev: ParallelCorpus,

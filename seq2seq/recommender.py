@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import numbers
 import re
 import threading
 from collections import deque
@@ -29,6 +30,7 @@ from seq2seq.data import source_batch, truncate_source
 from seq2seq.errors import CONTROLS, ConfigError
 from seq2seq.fast.folding import fold_embeddings
 from seq2seq.fast.quantize import quantize_int8
+from seq2seq.fast.threads import MAX_WORKERS
 from seq2seq.memory import Case, CaseMemory, itself_first
 from seq2seq.model import Seq2Seq
 from seq2seq.search import Hypothesis, search
@@ -37,7 +39,9 @@ from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, TrustModel, features, read
 
 T = TypeVar("T")
 SIMILAR = 3  # past cases returned per alert unless asked otherwise
+MAX_SIMILAR = 100  # past cases per alert: a page of them, not the whole memory
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_BATCH = 1 << 20  # alerts decoded together at most: beyond any batch's memory
 JUDGED_BATCHES = 4  # decoded batches judged together at most (docs/trust.md: 64 to 256 alerts a look-up)
 log = logging.getLogger(__name__)
 
@@ -82,10 +86,20 @@ def distinct(candidates: list[Candidate]) -> list[Candidate]:
     return [c for c in candidates if c.text not in seen and not seen.add(c.text)]
 
 
+def whole(name: str, value: object, low: int, high: int) -> int:
+    """``value``, a program's argument ``name``, as an int in [low, high]; else a one-line TypeError or ConfigError
+    naming it (a float or a string failed deep in torch, and a negative count sliced lists from their end)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a whole number, got {type(value).__name__} {str(value)[:40]!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be in [{low}, {high:,}], got {value}")
+    return int(value)
+
+
 def once_each(alerts: list[str], answer: Callable[[list[str]], list[T]]) -> list[T]:
     """``answer(alerts)``, computed once per distinct alert: a maintenance log repeats alerts (MaintNet's training
     problems are 4,935 lines and 3,007 distinct ones), and the same alert gets the same answer wherever it stands."""
-    if isinstance(alerts, str) or not all(isinstance(alert, str) for alert in alerts):  # a str: one per character
+    if not isinstance(alerts, (list, tuple)) or not all(isinstance(alert, str) for alert in alerts):  # a str too
         raise TypeError(f"alerts must be a list of strings, one per alert; got {type(alerts).__name__} "
                         f"{str(alerts)[:60]!r}")
     distinct = list(dict.fromkeys(alerts))
@@ -104,9 +118,7 @@ class Recommender:
         """``workers`` > 1 decodes that many batches at once, each in its own thread (see ``recommend``).
         Without ``memory`` and ``trust`` no past cases are shown and trust is the per-piece probability.
         ``search``: the settings used when a call names none (a checkpoint's tuned ones)."""
-        if workers < 1:
-            raise ConfigError(f"workers must be at least 1, got {workers}")
-        self.workers = workers
+        self.workers = whole("workers", workers, 1, MAX_WORKERS)
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.model = model.to(self.device).eval()
         if quantize:  # int8 weights for the linear and GRU layers (seq2seq/quantize.py), CPU only
@@ -166,6 +178,7 @@ class Recommender:
         (``seq2seq.fast.threads.one_core_workers``, as ``seq2seq translate`` runs it): one
         multi-core thread leaves the other cores idle between small operations (docs/benchmarks.md).
         """
+        similar = whole("similar", similar, 0, MAX_SIMILAR)
         return once_each(alerts, partial(self._answer, config=config, batch_size=batch_size, similar=similar))
 
     def _answer(self, alerts: list[str], config: SearchConfig | None, batch_size: int,
@@ -173,8 +186,10 @@ class Recommender:
         """Decoded recommendations in input order (no candidates for an unanswered alert), judged with
         ``similar`` past cases unless None, by the workers between their batches (``_decode_batches``): a file
         job's look-up then runs beside the decoding, not after it."""
-        if batch_size < 1:  # range(0, n, -3) is empty: every alert would come back unanswered, without a word
-            raise ConfigError(f"batch size must be at least 1, got {batch_size}")
+        # range(0, n, -3) is empty: every alert would come back unanswered, without a word
+        batch_size = whole("batch size", batch_size, 1, MAX_BATCH)
+        if config is not None and not isinstance(config, SearchConfig):  # a dict failed deep in the search
+            raise TypeError(f"config must be a seq2seq.config.SearchConfig or None, got {type(config).__name__}")
         config = config or self.search
         encoded = [self.encode(alert) for alert in alerts]
         results: list[Recommendation | None] = [None] * len(alerts)

@@ -82,7 +82,7 @@ def test_the_micro_batcher_in_front_of_a_child_process_answers_concurrent_calls_
 
 
 def test_an_error_in_the_child_is_raised_here_and_the_child_keeps_serving(recommender, decoder):
-    with pytest.raises(ValueError, match="batch size must be at least 1"):  # a ConfigError, a ValueError
+    with pytest.raises(ValueError, match=r"batch size must be in \[1, "):  # a ConfigError, a ValueError
         decoder.recommend(["pump vibration high"], batch_size=0)
     assert decoder.alive
     assert decoder.recommend(["pump vibration high"])[0].text == recommender.recommend(["pump vibration high"])[0].text

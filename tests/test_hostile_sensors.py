@@ -13,7 +13,7 @@ from support import assert_one_line_error, file_states, run_cli, trained_rul
 
 from seq2seq.config import RulConfig
 from seq2seq.errors import DataError
-from seq2seq.rul.cmapss import read_cmapss, write_cmapss
+from seq2seq.rul.cmapss import Engine, read_cmapss, write_cmapss
 from seq2seq.rul.model import build_rul_model
 from seq2seq.rul.monitor import EngineMonitor
 from seq2seq.rul.preprocess import Preprocessor
@@ -81,6 +81,29 @@ def test_a_prediction_that_is_not_finite_is_an_error_not_a_health_state():
     with pytest.raises(DataError, match="not a finite number") as error:
         monitor.analyse(engines[0])
     assert "healthy" not in str(error.value)
+
+
+def test_a_programs_engine_of_text_readings_is_refused_as_it_is_made():
+    """It was taken, and failed in numpy's isfinite once analysed."""
+    with pytest.raises(DataError, match="engine 1: settings must be numbers, got str"):
+        Engine(1, [1, 2], [["a"] * 3] * 2, [[0.5] * 21] * 2)
+    with pytest.raises(DataError, match="engine 1: sensors must be numbers, got object"):
+        Engine(1, [1, 2], [[0.0] * 3] * 2, [[None] * 21] * 2)
+
+
+@pytest.mark.parametrize(("engine", "recommender", "message"), [
+    (None, None, "engine must be a seq2seq.rul.cmapss.Engine, got NoneType"),
+    ([1, 2, 3], None, "engine must be a seq2seq.rul.cmapss.Engine, got list"),
+    ("engine", "x", "engine must be a seq2seq.rul.cmapss.Engine, got str"),
+    (0, "x", "recommender must be a seq2seq.recommender.Recommender or None, got str"),
+])
+def test_analyse_given_what_is_no_engine_or_translator_says_which(engine, recommender, message):
+    """A program's None failed on a missing attribute ``sensors``, a string for the translator on ``recommend``."""
+    engines = synthetic_engines(3, seed=4, min_life=40, max_life=60)
+    preprocessor = Preprocessor.fit(engines, TINY)
+    monitor = EngineMonitor(build_rul_model(TINY, preprocessor.n_features), TINY, preprocessor)
+    with pytest.raises(TypeError, match=message.replace(".", r"\.")):
+        monitor.analyse(engines[0] if engine == 0 else engine, recommender)
 
 
 @pytest.mark.slow

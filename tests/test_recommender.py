@@ -144,7 +144,7 @@ def test_an_alert_repeated_in_a_call_is_decoded_once_and_answered_wherever_it_st
 
 
 def test_workers_must_be_positive(recommender):
-    with pytest.raises(ConfigError, match="workers must be at least 1, got 0"):
+    with pytest.raises(ConfigError, match=r"workers must be in \[1, 256\], got 0"):
         Recommender(recommender.model, recommender.tokenizer, workers=0)
 
 
@@ -185,6 +185,37 @@ def test_alerts_that_are_not_a_list_of_strings_are_a_type_error_not_one_answer_p
     for call in (recommender.recommend, recommender.translate):
         with pytest.raises(TypeError, match="alerts must be a list of strings, one per alert"):
             call(alerts)
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda r: r.recommend(["egt high"], SearchConfig(beam_size=2.5)), ConfigError, "beam_size must be a whole number"),
+    (lambda r: r.recommend(["egt high"], SearchConfig(beam_size="5")), ConfigError, "beam_size must be a number"),
+    (lambda r: r.recommend(["egt high"], {"beam_size": 5}), TypeError, "config must be a seq2seq.config.SearchConfig"),
+    (lambda r: r.recommend(["egt high"], batch_size=2.5), TypeError, "batch size must be a whole number"),
+    (lambda r: r.recommend(["egt high"], batch_size="4"), TypeError, "batch size must be a whole number"),
+    (lambda r: r.recommend(["egt high"], similar=-1), ConfigError, r"similar must be in \[0, 100\], got -1"),
+    (lambda r: r.recommend(["egt high"], similar=10**7), ConfigError, r"similar must be in \[0, 100\]"),
+    (lambda r: r.recommend(["egt high"], similar="3"), TypeError, "similar must be a whole number"),
+    (lambda r: r.recommend(None), TypeError, "alerts must be a list of strings"),
+    (lambda r: r.recommend(alert for alert in ["egt high"]), TypeError, "alerts must be a list of strings"),
+    (lambda r: r.translate(["egt high"], batch_size=0), ConfigError, r"batch size must be in \[1, "),
+    (lambda r: Recommender(r.model, r.tokenizer, workers="2"), TypeError, "workers must be a whole number"),
+])
+def test_a_programs_wrong_argument_is_one_line_naming_it(recommender, call, error, message):
+    """A float beam failed deep in torch, a dict config in the search, and a negative count of past cases sliced the
+    list from its end (one case for -1), a huge one returned the whole memory: none named the argument."""
+    with pytest.raises(error, match=message) as raised:
+        call(recommender)
+    assert "\n" not in str(raised.value)
+
+
+def test_numbers_of_another_type_that_mean_the_same_are_taken_as_the_fields_type(recommender):
+    import numpy as np
+    config = SearchConfig(beam_size=np.int64(2), n_best=2.0, length_penalty=1)
+    assert (type(config.beam_size), type(config.n_best), type(config.length_penalty)) == (int, int, float)
+    got, expected = (recommender.recommend(["egt high"], c)[0].candidates
+                     for c in (config, SearchConfig(beam_size=2, n_best=2)))
+    assert [(c.text, c.score) for c in got] == [(c.text, c.score) for c in expected]
 
 
 def test_over_long_alert_is_truncated_to_the_model_limit_with_a_warning(recommender):

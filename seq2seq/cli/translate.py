@@ -29,7 +29,7 @@ from seq2seq.files import (
     line_pieces,
 )
 from seq2seq.progress import progress_bar
-from seq2seq.recommender import SIMILAR, Recommendation, Recommender
+from seq2seq.recommender import MAX_SIMILAR, SIMILAR, Recommendation, Recommender
 from seq2seq.serving.batch import FileJob, JobStopped
 from seq2seq.serving.destinations import record_path
 from seq2seq.serving.incident_log import FORMATS, UnknownFormat, format_of
@@ -39,7 +39,6 @@ from seq2seq.serving.views import translation_json
 from seq2seq.trust import NOT_ADVICE, UNLIKE_HISTORY
 from seq2seq.writing import check_replaceable
 
-MAX_SIMILAR = 100  # past cases per alert: a page of them, not the whole memory
 MAX_BATCH_SIZE = 100_000  # sentences read and decoded together: a chunk of stdin is held in memory
 HEATMAP_CHUNK_ROWS = 64  # a PNG takes a while: smaller chunks keep the bar moving and a kill cheap
 FILE_OPTIONS = ("output", "column", "format", "attention_out", "heatmaps", "resume")  # of translate --input

@@ -55,6 +55,10 @@ class Engine:
                 raise DataError(f"engine {self.unit}: {name} has shape {found}, expected {shape}")
         if L == 0:
             raise DataError(f"engine {self.unit}: no cycles")
+        for name in ("settings", "sensors"):  # strings were taken, and failed in numpy once analysed
+            if not np.issubdtype(getattr(self, name).dtype, np.number):
+                raise DataError(f"engine {self.unit}: {name} must be numbers, got {getattr(self, name).dtype.name} "
+                                "values")
         cycles = self.cycles
         if not np.issubdtype(cycles.dtype, np.number) or not np.all(np.isfinite(cycles) & (cycles == np.round(cycles))
                                                                     & (cycles >= 1)):

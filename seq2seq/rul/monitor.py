@@ -148,6 +148,11 @@ class EngineMonitor:
     def analyse(self, engine: Engine, recommender: Recommender | None = None, search: SearchConfig | None = None,
                 progress: Callable[[int], None] | None = None) -> EngineReport:
         """``progress(n)`` after each ``n`` cycles of the history are assessed (for a bar over a long history)."""
+        if not isinstance(engine, Engine):  # a program's None or list failed on a missing attribute
+            raise TypeError(f"engine must be a seq2seq.rul.cmapss.Engine, got {type(engine).__name__}")
+        if recommender is not None and not isinstance(recommender, Recommender):
+            raise TypeError(f"recommender must be a seq2seq.recommender.Recommender or None, got "
+                            f"{type(recommender).__name__}")
         values = self.preprocessor.transform(engine)  # (L, F)
         L = values.shape[0]
         trend = []
