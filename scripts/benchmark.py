@@ -8,7 +8,8 @@ bidirectional GRU encoder 256 per direction, GRU decoder 256, SentencePiece unig
 MaintNet split in ``../shared/data/maintnet``), so the figures sit beside JoeyNMT's on the same
 machine (``--peer`` runs ``../shared/peers/run.sh`` in the same sitting; else its README figures).
 
-Sections, each a Markdown table (medians of ``--repeats`` runs), all written to one JSON file:
+Sections, each a Markdown table (medians of ``--repeats`` runs), all written to one JSON file (``--json``;
+by default ``runs/benchmark/speed.json`` in the repository, replacing the last run's):
 1. the machine's float32 matrix-multiply rate (large square and decoder-sized products);
 2. training target tokens/s per attention type, Luong with and without input feeding, in float32
    and (on a CPU with native bf16) bf16 mixed precision, in one process on every core, and in
@@ -84,7 +85,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--log-batch-size", type=int, default=256)
     p.add_argument("--log-quantize", action="store_true", help="translate the generated log with --quantize")
     p.add_argument("--peer", action="store_true", help="run ../shared/peers/run.sh (about 25 minutes) first")
-    p.add_argument("--json", default=str(ROOT / "runs" / "benchmark" / "speed.json"))
+    p.add_argument("--json", default=str(ROOT / "runs" / "benchmark" / "speed.json"),
+                   help="write the results here (default: runs/benchmark/speed.json in the repository, replaced)")
     p.add_argument("--train-worker", nargs=3, metavar=("ATTENTION", "FEEDING", "OUT"), help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -131,8 +133,6 @@ def train_speed(attention: str, input_feeding: bool, precision: str, args: argpa
     model_config, train_config, tokenizer_config = configs(config_args(args.config, attention, 0.0))
     model_config = replace(model_config, input_feeding=input_feeding)
     train_config = replace(train_config, precision=precision)
-    if attention == "luong-dot":  # h_t . h_s needs memory size == decoder size: 2 x 128 == 256
-        model_config = replace(model_config, encoder_hidden=model_config.decoder_hidden // 2)
     with tempfile.TemporaryDirectory() as out:
         trainer = build_trainer(train, dev, out, model_config, train_config, tokenizer_config, log=lambda _: None,
                                 world=world)

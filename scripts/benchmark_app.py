@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))  # gradio_app.py lives at the repository root
 
 import gradio_app  # noqa: E402
 from seq2seq.cli import run_script  # noqa: E402
+from seq2seq.cli.common import whole_number  # noqa: E402
 from seq2seq.config import SearchConfig  # noqa: E402
 from seq2seq.recommender import Recommender  # noqa: E402
 from seq2seq.serving.smoke import free_port  # noqa: E402
@@ -127,11 +128,19 @@ def cold_starts(args: argparse.Namespace) -> None:
         print(f"| no models: both trained first | {serving:.1f} | {done:.1f} |")
 
 
+def alert_text(text: str) -> str:
+    """An argparse ``type``: an alert with words in it (the app answers a blank one with an error, not a timing)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty alert; give the text of an alert to time")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(ROOT / "runs" / "default" / "translator.pt"))
-    parser.add_argument("--repeats", type=int, default=30, help="timed calls per row (after warm-up)")
-    parser.add_argument("--alert", default="hpc outlet temperature rising sharply")
+    parser.add_argument("--repeats", type=whole_number(1, 100_000), default=30,
+                        help="timed calls per row (after warm-up)")
+    parser.add_argument("--alert", type=alert_text, default="hpc outlet temperature rising sharply")
     parser.add_argument("--cold-build", action="store_true", help="also time a cold start that trains both "
                         "default models first (several minutes)")
     args = parser.parse_args(argv)

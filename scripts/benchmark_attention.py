@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
 import time
-from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
@@ -25,8 +25,8 @@ import torch
 
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.cli import run_script
-from seq2seq.cli.train import configs
-from seq2seq.config import SearchConfig
+from seq2seq.cli.train import OVERRIDES, configs, settings
+from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.evaluate import evaluate_corpus
 from seq2seq.recommender import Recommender
@@ -38,25 +38,40 @@ COLUMNS = ("attention", "params", "wall", "epochs", "tgt tok/s", "greedy BLEU", 
            "beam5 BLEU", "beam5 chrF", "beam5 sent/s")
 
 
+def minutes(text: str) -> float:
+    """An argparse ``type``: a training budget in minutes, 0 for none (early stopping ends the run)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of minutes, got {text!r}") from None
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be in [0, inf), got {value:g}")
+    return value
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--train", default=str(MAINTNET / "train.tsv"))
     p.add_argument("--dev", default=str(MAINTNET / "dev.tsv"))
     p.add_argument("--config", default=str(ROOT / "scripts" / "configs" / "maintnet.json"))
     p.add_argument("--attention", nargs="+", default=list(ATTENTION_NAMES), choices=ATTENTION_NAMES)
-    p.add_argument("--minutes", type=float, default=15.0, help="training budget per attention type")
+    p.add_argument("--minutes", type=minutes, default=15.0, help="training budget per attention type (0: none)")
     p.add_argument("--output-dir", default=str(ROOT / "runs" / "benchmark"))
     p.add_argument("--json", default=None, help="write the results here (default OUTPUT_DIR/results.json)")
     return p.parse_args()
 
 
 def config_args(config: str, attention: str, minutes: float) -> argparse.Namespace:
-    """The same precedence as ``seq2seq train --config FILE --attention NAME --max-minutes M``."""
-    from seq2seq.cli.train import OVERRIDES
-
+    """The same precedence as ``seq2seq train --config FILE --attention NAME --max-minutes M``; for luong-dot
+    also ``--encoder-hidden`` of half the decoder's, since h_t . h_s needs the bidirectional memory (2 x
+    encoder_hidden) as wide as the decoder state."""
     values = dict.fromkeys(OVERRIDES)
     values.update(config=config, attention=attention, max_minutes=minutes, device="cpu")
-    return argparse.Namespace(**values)
+    args = argparse.Namespace(**values)
+    if attention == "luong-dot":
+        decoder_hidden, _ = settings(args).get(("model", "decoder_hidden"), (ModelConfig().decoder_hidden, None))
+        args.encoder_hidden = decoder_hidden // 2
+    return args
 
 
 def decode(recommender: Recommender, dev, beam_size: int) -> tuple[float, float, float]:
@@ -66,10 +81,9 @@ def decode(recommender: Recommender, dev, beam_size: int) -> tuple[float, float,
     return scores.bleu, scores.chrf, len(dev.examples) / seconds
 
 
-def run_one(attention: str, args: argparse.Namespace, train, dev) -> dict:
-    model_config, train_config, tokenizer_config = configs(config_args(args.config, attention, args.minutes))
-    if attention == "luong-dot":  # h_t . h_s needs memory size == decoder size: 2 x 128 == 256
-        model_config = replace(model_config, encoder_hidden=model_config.decoder_hidden // 2)
+def run_one(attention: str, args: argparse.Namespace, train, dev,
+            planned: tuple[ModelConfig, TrainConfig, TokenizerConfig]) -> dict:
+    model_config, train_config, tokenizer_config = planned
     out = Path(args.output_dir) / attention
     log = lambda line: print(f"[{attention}] {line}", file=sys.stderr, flush=True)  # noqa: E731
     trainer = build_trainer(train, dev, out, model_config, train_config, tokenizer_config, overwrite=True, log=log)
@@ -109,11 +123,13 @@ def main() -> int:
     args = parse_args()
     for path in (args.train, args.dev):
         if not Path(path).is_file():
-            print(f"benchmark: error: {path}: not found (the MaintNet data lives in ../shared/data/maintnet)",
+            print(f"benchmark_attention: error: {path}: not found (the MaintNet data lives in ../shared/data/maintnet)",
                   file=sys.stderr)
             return 2
+    # Every attention type's configs before the first is trained: one that cannot be built fails in seconds.
+    planned = {attention: configs(config_args(args.config, attention, args.minutes)) for attention in args.attention}
     train, dev = read_parallel(args.train), read_parallel(args.dev)
-    rows = [run_one(attention, args, train, dev) for attention in args.attention]
+    rows = [run_one(attention, args, train, dev, planned[attention]) for attention in args.attention]
     machine = describe_machine()
     print(f"MaintNet dev ({len(dev.examples)} pairs), {date.today()}, {machine}, budget {args.minutes} min each\n")
     print(table(rows))

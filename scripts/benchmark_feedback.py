@@ -24,13 +24,21 @@ import time
 from pathlib import Path
 
 from seq2seq.cli import main as cli
+from seq2seq.cli import run_script
+from seq2seq.cli.common import owned_folder, path_flag, whole_number
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import ParallelCorpus, read_parallel
+from seq2seq.errors import DataError
 from seq2seq.evaluate import evaluate_corpus
 from seq2seq.recommender import Recommender
 from seq2seq.serving.feedback import Feedback
 from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.tokenizer import normalize
+
+ROOT = Path(__file__).resolve().parent.parent
+# Written into --work by this script: only a folder holding it is emptied, so a mistyped --work (a run's folder,
+# someone's home) is refused rather than deleted.
+MARKER = ".benchmark_feedback"
 
 
 def wrong_answers(recommender: Recommender, path: str, count: int) -> list[tuple[str, str, str]]:
@@ -42,7 +50,7 @@ def wrong_answers(recommender: Recommender, path: str, count: int) -> list[tuple
         if normalize(answer.text) != normalize(example.target) and example.source not in wrong:
             wrong[example.source] = (example.source, answer.text, example.target)
     if len(wrong) < count:
-        raise SystemExit(f"{path}: only {len(wrong)} alerts answered wrongly, {count} wanted")
+        raise DataError(f"{path}: only {len(wrong)} alerts answered wrongly, {count} wanted (--corrections)")
     return list(wrong.values())[:count]
 
 
@@ -61,30 +69,54 @@ def dev_bleu(model: Path, dev: str | ParallelCorpus) -> float:
     return evaluate_corpus(Recommender.from_checkpoint(model), corpus, SearchConfig())[0].bleu
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="runs/default/translator.pt")
-    parser.add_argument("--alerts", default="data/test.tsv", help="held-out pairs whose wrong answers get corrected")
-    parser.add_argument("--dev", default="data/dev.tsv")
-    parser.add_argument("--corrections", type=int, default=50)
-    parser.add_argument("--work", default="/tmp/feedback-benchmark", help="a folder for the database and the run "
-                        "(emptied first)")
-    parser.add_argument("train_options", nargs="*", help="after --: more seq2seq train options (e.g. --epochs 3)")
-    args = parser.parse_args()
-    work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", type=path_flag, default=str(ROOT / "runs" / "default" / "translator.pt"))
+    p.add_argument("--alerts", type=path_flag, default=str(ROOT / "data" / "test.tsv"),
+                   help="held-out pairs whose wrong answers get corrected")
+    p.add_argument("--dev", type=path_flag, default=str(ROOT / "data" / "dev.tsv"))
+    p.add_argument("--corrections", type=whole_number(1, 1_000_000), default=50)
+    p.add_argument("--work", type=path_flag, default="/tmp/feedback-benchmark",
+                   help=f"a folder for the database and the run: a new or empty one, or one this script made "
+                   f"(it holds {MARKER}), which is emptied first")
+    p.add_argument("train_options", nargs="*", help="after --: more seq2seq train options (e.g. --epochs 3)")
+    return p
+
+
+def fresh_work(work: Path) -> None:
+    if work.exists():
+        shutil.rmtree(work)
     work.mkdir(parents=True)
+    (work / MARKER).write_text("made by scripts/benchmark_feedback.py, which empties this folder on each run\n")
+
+
+def cli_ok(argv: list[str]) -> None:
+    """``seq2seq ARGV``; its one-line error is already printed when it fails, so only its status is passed on."""
+    status = cli(argv)
+    if status != 0:
+        raise SystemExit(status)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    for flag, path in (("--model", args.model), ("--alerts", args.alerts), ("--dev", args.dev)):
+        if not Path(path).is_file():
+            p.error(f"{flag} {path}: not found")
+    work = Path(args.work)
+    owned_folder(p, "--work", work, MARKER)
     corrections = wrong_answers(Recommender.from_checkpoint(args.model), args.alerts, args.corrections)
+    fresh_work(work)
     store = FeedbackStore(work / "feedback.sqlite")
     for alert, answer, fix in corrections:
         store.add(Feedback.checked(alert, answer, "wrong", fix, "benchmark"))
     store.close()
     tsv, run = work / "corrections.tsv", work / "fine-tuned"
-    assert cli(["feedback", "export", "--db", str(work / "feedback.sqlite"), "--output", str(tsv)]) == 0
+    cli_ok(["feedback", "export", "--db", str(work / "feedback.sqlite"), "--output", str(tsv)])
     before_given, before_shown = learned(Path(args.model), corrections)
     started = time.perf_counter()
-    assert cli(["train", "--init-from", args.model, "--train", str(tsv), "--dev", args.dev, "--output-dir", str(run),
-                "--device", "cpu", *args.train_options]) == 0
+    cli_ok(["train", "--init-from", args.model, "--train", str(tsv), "--dev", args.dev, "--output-dir", str(run),
+            "--device", "cpu", *args.train_options])
     seconds = time.perf_counter() - started
     given, shown = learned(run / "best.pt", corrections)
     before, after = dev_bleu(Path(args.model), args.dev), dev_bleu(run / "best.pt", args.dev)
@@ -101,7 +133,8 @@ def main() -> None:
                       "uncorrected_bleu_after": round(others_after, 2),
                       "uncorrected_bleu_change": round(others_after - others_before, 2),
                       "fine_tuning_seconds": round(seconds, 1)}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_script(main, "benchmark_feedback"))

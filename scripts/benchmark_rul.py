@@ -6,7 +6,7 @@ Reads ``../shared/data/cmapss/train_FD001.txt`` by default, holds out ``validati
 engines (20 of 100), trains for at most ``--minutes``, reloads ``best.pt`` and scores the held-out
 engines at several truncation points (RMSE and the PHM08 score), next to the naive predictor that
 always answers the training mean. The official test set is kept apart for acceptance: score it from
-outside with ``seq2seq rul evaluate``.
+outside with ``seq2seq rul evaluate``. A run already in ``--output-dir`` is replaced only with ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -14,34 +14,42 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
 import torch
 
 from seq2seq.cli import run_script
-from seq2seq.config import RulConfig
+from seq2seq.config import RulConfig, from_dict
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.evaluate import evaluate_windows, phm08_score, rmse
-from seq2seq.rul.runs import train_on_engines
+from seq2seq.rul.runs import prepare_run, train_on_engines
 from seq2seq.rul.train import load_rul_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 FD001 = ROOT.parent / "shared" / "data" / "cmapss" / "train_FD001.txt"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default=str(FD001))
-    p.add_argument("--minutes", type=float, default=15.0)
+    p.add_argument("--minutes", type=float, default=15.0,
+                   help="training budget; 0: none, early stopping on the held-out engines ends the run")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--output-dir", default=str(ROOT / "runs" / "rul-benchmark"))
-    args = p.parse_args()
+    p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
+    args = p.parse_args(argv)
     if not Path(args.data).is_file():
         print(f"benchmark_rul: error: {args.data}: not found", file=sys.stderr)
         return 2
-    config = replace(RulConfig(), max_minutes=args.minutes, seed=args.seed, device="cpu", epochs=1000)
+    config = from_dict(RulConfig, {"max_minutes": args.minutes, "seed": args.seed, "device": "cpu", "epochs": 1000},
+                       "options", {"max_minutes": "--minutes", "seed": "--seed"})
+    earlier = next((Path(args.output_dir) / name for name in ("best.pt", "last.pt")
+                    if (Path(args.output_dir) / name).exists()), None)
+    if earlier is not None and not args.overwrite:
+        p.error(f"--output-dir {args.output_dir}: holds a run ({earlier.name}); pass --overwrite to replace it, or "
+                "choose another folder")
+    prepare_run(Path(args.output_dir), config, resume=False, overwrite=args.overwrite)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     result, valid = train_on_engines(read_cmapss(args.data), config, Path(args.output_dir), log)
     model, _, _ = load_rul_checkpoint(Path(args.output_dir) / "best.pt")

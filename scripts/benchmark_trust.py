@@ -59,6 +59,11 @@ from seq2seq.trust import CASE_FEATURES, FEATURES, FIRST_FEATURES, FLAG_RATE, fi
 FOLDS, SEEDS = 5, 5  # cross-fitting of trust on dev
 
 
+def log(line: str) -> None:
+    """Progress on stderr, beside the tables on stdout: the fitting alone takes minutes on a real corpus."""
+    print(f"[benchmark_trust] {line}", file=sys.stderr, flush=True)
+
+
 def read_alerts(path: str | None) -> list[str]:
     return [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()] \
         if path else []
@@ -259,24 +264,30 @@ def main() -> int:
     p.add_argument("--out-of-scope", nargs="+", default=[], help="alerts the translator should refuse, one per line")
     p.add_argument("--repeats", type=whole_number(1, 1000), default=5)
     args = p.parse_args()
+    # Every input read before the minutes of fitting, so that a mistyped path fails at once.
+    named = [("in-scope", args.in_scope), *((f"out-of-scope{f' ({Path(path).stem})' if i else ''}", path)
+                                            for i, path in enumerate(args.out_of_scope))]
+    lists = {name: read_alerts(path) for name, path in named if path}
     torch.set_num_threads(1)  # like the UI's decoding worker; timings comparable run to run
     read = lambda path: read_parallel(path, args.source_column, args.target_column)  # noqa: E731
     train, dev = read(args.train), read(args.dev)
+    splits = {"dev": dev, **({"test": read(args.test)} if args.test else {})}
     model, tokenizer, payload = load_model(args.translator)
     plain = Recommender(model, tokenizer)
+    log("fitting the case memory and the trust model")
     memory, trust = fit_case_memory(plain, train, dev)
     judged = plain.with_memory(memory, trust)  # the same decoding tables: only the look-up differs
     print(f"# Trust benchmark: {args.translator} ({model.config.attention}), train {args.train}, dev {args.dev}")
     print(f"trust model: weights {dict(zip(trust.features, trust.weights, strict=True))}, "
           f"bias {trust.bias:.3f}, out of scope below {trust.scope_threshold:.3f} "
           f"({trust.unfamiliar_threshold:.3f} for alerts of mostly new words)")
-    named = [("in-scope", args.in_scope), *((f"out-of-scope{f' ({Path(path).stem})' if i else ''}", path)
-                                            for i, path in enumerate(args.out_of_scope))]
-    lists = {name: read_alerts(path) for name, path in named if path}
+    log("table 1: similarity")
     similarity_table(plain, memory, dev, lists)
-    splits = {"dev": dev, **({"test": read(args.test)} if args.test else {})}
+    log(f"table 2: selective BLEU, with trust cross-fitted ({FOLDS} folds x {SEEDS} seeds x 3 signal sets)")
     selective_table(judged, splits)
+    log("table 3: verdicts")
     verdict_table(judged, lists, dev)
+    log(f"table 4: cost per alert, {args.repeats} repeats of each way")
     cost_table(plain, judged, [e.source for e in dev.examples][:200], args.repeats)
     command_line_cost(payload, judged, [e.source for e in dev.examples if e.source.strip()], args.repeats)
     return 0

@@ -30,11 +30,15 @@ from pathlib import Path
 
 import httpx
 
+from seq2seq.cli.common import owned_folder, path_flag, whole_number
 from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.smoke import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 VERDICTS = ("wrong", "right")
+# Written into --work by this script: only there is a feedback database deleted before a run, so that --work
+# naming a real one (runs/default) is refused rather than wiped.
+MARKER = ".feedback_crash_test"
 
 
 def start_app(db: Path, model: str, rul_model: str, timeout: float) -> tuple[subprocess.Popen, str]:
@@ -83,8 +87,9 @@ def post(client: httpx.Client, url: str, fields: list[str]) -> int | None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    work = Path(args.work)
+    work = Path(args.work).resolve()  # the app runs in ROOT: a relative path would name another database there
     work.mkdir(parents=True, exist_ok=True)
+    (work / MARKER).write_text("made by scripts/feedback_crash_test.py, which deletes feedback.sqlite here\n")
     db = work / "feedback.sqlite"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
@@ -137,16 +142,25 @@ def run(args: argparse.Namespace) -> dict:
             "seconds_to_kill": round((killed_at[0] if killed_at else time.monotonic()) - started, 2)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--records", type=int, default=1000)
-    parser.add_argument("--kill-after", type=int, default=500, help="acknowledged records before SIGKILL")
-    parser.add_argument("--model", default=str(ROOT / "runs/default/translator.pt"))
-    parser.add_argument("--rul-model", default=str(ROOT / "runs/default/rul.pt"))
-    parser.add_argument("--work", default="/tmp/feedback-crash", help="where the feedback database goes")
+    parser.add_argument("--clients", type=whole_number(1, 10_000), default=50)
+    parser.add_argument("--records", type=whole_number(1, 10_000_000), default=1000)
+    parser.add_argument("--kill-after", type=whole_number(1, 10_000_000), default=500,
+                        help="acknowledged records before SIGKILL")
+    parser.add_argument("--model", type=path_flag, default=str(ROOT / "runs/default/translator.pt"))
+    parser.add_argument("--rul-model", type=path_flag, default=str(ROOT / "runs/default/rul.pt"))
+    parser.add_argument("--work", type=path_flag, default="/tmp/feedback-crash",
+                        help=f"where the feedback database goes: a new or empty folder, or one this script made "
+                        f"(it holds {MARKER}), whose feedback.sqlite is deleted first")
     parser.add_argument("--timeout", type=float, default=300, help="seconds for start-up, and for the posts")
-    result = run(parser.parse_args())
+    args = parser.parse_args(argv)
+    for flag, path in (("--model", args.model), ("--rul-model", args.rul_model)):
+        if not Path(path).is_file():
+            parser.error(f"{flag} {path}: not found")
+    owned_folder(parser, "--work", Path(args.work), MARKER)
+    args.model, args.rul_model = os.path.abspath(args.model), os.path.abspath(args.rul_model)  # the app runs in ROOT
+    result = run(args)
     print(json.dumps(result))
     raise SystemExit(0 if result["missing"] == 0 else 1)
 

@@ -57,6 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from seq2seq.cli import run_script  # noqa: E402
+from seq2seq.cli.common import path_flag, whole_number  # noqa: E402
 from seq2seq.config import SearchConfig  # noqa: E402
 from seq2seq.recommender import Recommender  # noqa: E402
 from seq2seq.serving.gate import ServiceGate  # noqa: E402
@@ -66,6 +67,7 @@ SEARCHES = {"greedy": SearchConfig(), "beam5": SearchConfig(beam_size=5)}
 ALERTS = ["hpc outlet temperature rising sharply", "hydraulic pressure drop and leakage", "egt margin low on #2",
           "fan vibration high at takeoff", "oil pressure fluctuating", "fuel flow higher than expected"]
 CALL_TIMEOUT_S = 120.0
+LOG_TAIL = 5  # lines of the app's log shown when it exits before serving (its log goes with the temporary folder)
 DIRECT = "direct"  # in place of a session: the app's own route, one request per call
 
 
@@ -257,7 +259,9 @@ def start_app(args: argparse.Namespace, port: int, folder: Path) -> tuple[subpro
     url, started = f"http://127.0.0.1:{port}", time.monotonic()
     while time.monotonic() - started < 120:
         if app.poll() is not None:
-            raise SystemExit(f"load_test: the app exited ({app.returncode}); see {folder / 'app.log'}")
+            tail = (folder / "app.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-LOG_TAIL:]
+            raise SystemExit("\n".join([f"load_test: the app exited ({app.returncode}) before serving; the end of "
+                                        "its log:", *tail]))
         try:
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return app, url
@@ -270,14 +274,16 @@ def start_app(args: argparse.Namespace, port: int, folder: Path) -> tuple[subpro
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=str(ROOT / "runs" / "default" / "translator.pt"))
+    p.add_argument("--model", type=path_flag, default=str(ROOT / "runs" / "default" / "translator.pt"))
     p.add_argument("--rul-model", default=str(ROOT / "runs" / "default" / "rul.pt"))
-    p.add_argument("--clients", type=int, nargs="+", default=[1, 10, 50, 100])
-    p.add_argument("--calls", type=int, default=20, help="calls per client, one after another")
+    p.add_argument("--clients", type=whole_number(1, 10_000), nargs="+", default=[1, 10, 50, 100])
+    p.add_argument("--calls", type=whole_number(1, 1_000_000), default=20, help="calls per client, one after another")
     p.add_argument("--searches", nargs="+", choices=list(SEARCHES), default=list(SEARCHES))
-    p.add_argument("--bad-every", type=int, default=5, help="every N-th call is an empty alert (0: none)")
+    p.add_argument("--bad-every", type=whole_number(0, 1_000_000), default=5,
+                   help="every N-th call is an empty alert (0: none)")
     p.add_argument("--max-seconds", type=float, default=600.0, help="for the whole run")
-    p.add_argument("--repeats", type=int, default=3, help="runs of each row (median and range are printed)")
+    p.add_argument("--repeats", type=whole_number(1, 1000), default=3,
+                   help="runs of each row (median and range are printed)")
     p.add_argument("--fresh-sessions", action="store_true", help="no session_hash: every call a new Gradio session "
                    "(by default each client keeps one, as gradio_client and a browser do)")
     p.add_argument("--direct", action="store_true", help="POST /api/recommend (one request a call, no Gradio queue)")
@@ -291,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_floor:
         serve_floor(args.serve_floor)
         return 0
+    if args.max_seconds <= 0:
+        p.error(f"argument --max-seconds: must be above 0, got {args.max_seconds:g}")
+    # The app runs in ROOT: a path relative to the current folder would name another file there.
+    args.model = os.path.abspath(args.model)
+    args.rul_model = args.rul_model and os.path.abspath(args.rul_model)
     if args.floor:
         args.bad_every = 0  # the no-op answers everything
     deadline = time.monotonic() + args.max_seconds

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.distributed import launched_first
@@ -33,6 +34,16 @@ def path_flag(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("empty path")
     return text
+
+
+def owned_folder(parser: argparse.ArgumentParser, flag: str, folder: Path, marker: str) -> None:
+    """Refuse ``folder`` (a script's ``flag``) in one line unless it is new, empty, or holds ``marker``, the file
+    the script writes there: the script deletes what it finds in it, which must never be someone else's files."""
+    if folder.exists() and not folder.is_dir():
+        parser.error(f"{flag} {folder}: is a file, not a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / marker).is_file():
+        parser.error(f"{flag} {folder}: holds files this script did not make (no {marker}); name a new or empty "
+                     "folder")
 
 
 def read_corpus(path: str, target: str | None, args: argparse.Namespace) -> ParallelCorpus:
