@@ -150,6 +150,13 @@ class Trainer:
         return tokens / max(seconds, 1e-9)
 
     def run_epochs(self, deadline: float) -> str:
+        # A run resumed after it had stopped early (killed, or out of disk, while it kept its past cases) only
+        # finishes: training on past its patience would give another model than the run interrupted. (A run that
+        # ran out of epochs or minutes trains on when resumed with more; its patience cannot change.)
+        if self.state["bad_validations"] >= self.config.patience:
+            self.log(f"the run had stopped early at step {self.state['step']} ({self.state['bad_validations']} "
+                     "validations without gain); finishing it")
+            return "early stopping"
         stopped = "epochs"
         while self.state["epoch"] < self.config.epochs:
             if self.config.subword_alpha > 0:  # this epoch's pieces, the same again when it is resumed

@@ -207,6 +207,25 @@ def test_a_validation_logged_but_not_saved_before_a_kill_is_not_in_metrics_twice
     assert records[1]["step"] == ahead["step"]  # the same step, made again
 
 
+def test_a_run_that_stopped_early_resumed_after_a_kill_while_finishing_only_finishes(run, tmp_path):
+    """A kill (or a full disk) while best.pt got its case memory left a last.pt past its patience; --resume trained on
+    from there to another best.pt. It now keeps the run's model and gives it its memory."""
+    output_dir = tmp_path / "run"
+    with training_threads():
+        first = run_cli(*train_args(run.data, output_dir, "--epochs", "40", "--patience", "1"))
+        assert first.status == 0 and json.loads(first.stdout)["stopped"] == "early stopping", first.stderr
+        best = torch.load(output_dir / "best.pt", weights_only=True)
+        torch.save({k: v for k, v in best.items() if k != "memory"}, output_dir / "best.pt")  # as the kill left it
+        metrics = (output_dir / "metrics.jsonl").read_text(encoding="utf-8")
+        again = run_cli(*train_args(run.data, output_dir, "--epochs", "40", "--patience", "1", "--resume"))
+        assert again.status == 0 and "the run had stopped early" in again.stderr, again.stderr
+        finished = torch.load(output_dir / "best.pt", weights_only=True)
+        assert (output_dir / "metrics.jsonl").read_text(encoding="utf-8") == metrics
+        assert json.loads(again.stdout)["steps"] == json.loads(first.stdout)["steps"]
+        assert all(torch.equal(t, finished["weights"][k]) for k, t in best["weights"].items())
+        assert "memory" in finished
+
+
 def test_resume_continues_from_the_saved_step(resumed):
     assert resumed["first"]["epochs"] == 1 and resumed["second"]["epochs"] == EPOCHS
     assert resumed["second"]["steps"] > resumed["first"]["steps"] > 0
