@@ -32,7 +32,11 @@ def check_run_folder(folder: Path, resume: bool, overwrite: bool, lasts: list[Pa
         raise ConfigError("--resume and --overwrite exclude each other")
     check_folder_path(folder)  # before the run's first log line, which would stand above the refusal
     if resume and not any(path.is_file() for path in lasts):
-        raise ConfigError(f"--resume: nothing to resume in {folder} (no {lasts_named})")
+        # a run stopped before its first last.pt left its log, which "already holds a run" sent here: the way out
+        started = next((path for path in holds if path.exists()), None)
+        way_out = (f"; the run there ({started.relative_to(folder)}) left nothing to continue from: start it over with "
+                   "--overwrite" if started else "")
+        raise ConfigError(f"--resume: nothing to resume in {folder} (no {lasts_named}){way_out}")
     found = next((path for path in holds if path.exists()), None)
     if found is not None and not (resume or overwrite):
         raise ConfigError(f"{folder} already holds a training run ({found.relative_to(folder)}); pass --resume to "

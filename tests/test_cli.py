@@ -118,6 +118,17 @@ def test_train_refuses_to_replace_an_existing_run_without_resume_or_overwrite(ru
     assert (output_dir / "last.pt").read_bytes() == before
 
 
+def test_a_run_killed_before_its_first_checkpoint_is_refused_on_resume_with_the_way_out(run, tmp_path):
+    """Its metrics.jsonl made a rerun say "pass --resume", and --resume said "nothing to resume": round and round."""
+    output_dir = tmp_path / "run"
+    output_dir.mkdir()
+    (output_dir / "metrics.jsonl").write_text('{"epoch": 1, "step": 5}\n', encoding="utf-8")
+    assert_one_line_error(run_cli(*train_args(run.data, output_dir)), "already holds a training run (metrics.jsonl)")
+    assert_one_line_error(run_cli(*train_args(run.data, output_dir, "--resume")),
+                          f"--resume: nothing to resume in {output_dir} (no last.pt); the run there "
+                          "(metrics.jsonl) left nothing to continue from: start it over with --overwrite")
+
+
 def test_resume_and_overwrite_exclude_each_other(run, tmp_path):
     output_dir = tmp_path / "run"
     shutil.copytree(run.output_dir, output_dir)

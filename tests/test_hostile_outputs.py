@@ -13,6 +13,8 @@ import pickle
 import shutil
 import signal
 import stat
+import subprocess
+import sys
 
 import pytest
 from support import assert_one_line_error, file_states, run_cli, trained
@@ -483,3 +485,24 @@ def test_a_written_file_s_folder_is_synced_so_its_name_survives_a_power_cut(mode
     assert translate(model, "--input", str(log), "--output", str(tmp_path / "out.csv")).status == 0
     # the job record's bytes and name, then the output's name, before its rows are written and acknowledged
     assert synced[:3] == ["file", "folder", "folder"] and set(synced[3:]) == {"file"}
+
+
+def test_a_job_record_the_disk_cannot_take_is_one_line_naming_it_and_leaves_no_record_cut_short(tmp_path):
+    """Its write failed in Python's buffer, and closing the file tried the bytes again: a bare OSError ("a file could
+    not be read or written") and a record cut short. A file-size limit stands in for a full disk."""
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from seq2seq.serving.destinations import held_record\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))\n"
+        "try:\n"
+        "    with held_record(Path(sys.argv[1])) as record:\n"
+        "        record.write({'version': 1, 'input': {'path': 'x' * 300}})\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, err)\n")
+    output = tmp_path / "o.csv"
+    done = subprocess.run([sys.executable, "-c", script, str(output)], capture_output=True, text=True, timeout=60)
+    assert done.stdout == f"DataError {output}: cannot write its job record o.csv.job.json (File too large)\n", (
+        done.stdout + done.stderr)
+    assert list(tmp_path.iterdir()) == []

@@ -154,15 +154,19 @@ class HeldRecord:
 
     def write(self, record: dict[str, Any]) -> None:
         """Make ``record`` the record of a job starting afresh: written in place, since the lock is on this file;
-        a kill in the one write leaves a record ``--resume`` calls unreadable, beside an output not yet begun."""
+        a kill in the one write leaves a record ``--resume`` calls unreadable, beside an output not yet begun.
+        Written past Python's buffer: a write that failed (a full disk) left its bytes there, and closing the file
+        tried them again, raising a bare OSError in place of this one line and leaving a record cut short."""
+        data, fd = json.dumps(record, indent=1).encode("utf-8") + b"\n", self.file.fileno()
         try:
-            self.file.seek(0)
-            self.file.truncate()
-            self.file.write(json.dumps(record, indent=1).encode("utf-8") + b"\n")
-            self.file.flush()
-            os.fsync(self.file.fileno())
+            os.ftruncate(fd, 0)
+            while data:  # opened to append: each write lands at the end
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
             sync_folder(self.path.parent)
         except OSError as err:  # a full disk
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)  # no record cut short: an empty one is removed as the job ends
             raise DataError(f"{self.output}: cannot write its job record {self.path.name} ({err.strerror or err})"
                             ) from None
 
@@ -207,8 +211,8 @@ def held_record(output: Path) -> Iterator[HeldRecord]:
     try:
         yield HeldRecord(output, file)
     finally:
-        if file.seek(0, os.SEEK_END) == 0:
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):
+            if os.fstat(file.fileno()).st_size == 0:
                 path.unlink()
         file.close()
 
