@@ -28,7 +28,10 @@ is passed through ``errors.shown``, so its control bytes cannot reach the termin
 from __future__ import annotations
 
 import codecs
+import contextlib
+import fcntl
 import hashlib
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -71,6 +74,30 @@ def make_folder(path: Path) -> None:
         raise
     except OSError as err:  # read-only, no permission: it cannot be made, which "cannot read" would not say
         raise DataError(f"{path}: cannot create the folder ({err.strerror or err})") from None
+
+
+@contextlib.contextmanager
+def held_folder(path: Path, what: str = "training run") -> Iterator[None]:
+    """The folder ``path`` (made if need be; removed at the end if it was made and stayed empty), locked for this
+    process while the block runs, so that two runs never write one folder at once: two ``train`` into one
+    --output-dir interleaved their metrics.jsonl and an --overwrite deleted the other's files as it wrote them.
+    The second is a one-line refusal. The lock is the kernel's, on the folder itself: it ends with the process,
+    however that ends, and leaves no file behind."""
+    made = not path.exists()
+    make_folder(path)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DataError(f"{path}: another {what} is writing there now; wait for it to end, or choose another "
+                            "--output-dir") from None
+        yield
+    finally:
+        os.close(fd)
+        if made:
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only if empty: a run refused before it wrote anything leaves no folder
 
 
 def utf8_fault(raw: bytes, err: UnicodeDecodeError) -> str:

@@ -35,7 +35,7 @@ from seq2seq import cli
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.corpus import read_parallel
 from seq2seq.evaluate import score_corpus, selective_scores
-from seq2seq.files import MAX_LINE_BYTES
+from seq2seq.files import MAX_LINE_BYTES, held_folder
 from seq2seq.recommender import Candidate, Recommender
 from seq2seq.serving.layout import n_best_line
 from seq2seq.train import Trainer
@@ -162,6 +162,25 @@ def test_a_training_file_whose_every_target_is_too_long_is_refused_not_trained_f
     result = run_cli(*train_args(run.data, tmp_path / "out"), "--config", str(tmp_path / "short.json"))
     assert_one_line_error(result, f"{run.data.train}: no pair to train on: all ", "have a target over 2 pieces")
     assert not (tmp_path / "out" / "best.pt").exists()
+
+
+@pytest.mark.parametrize("extra", [[], ["--overwrite"], ["--resume"]])
+def test_a_second_run_into_a_folder_a_run_is_writing_is_refused_and_deletes_nothing(run, tmp_path, extra):
+    """Two train runs into one --output-dir interleaved their metrics.jsonl, and an --overwrite deleted the first's
+    files as it wrote them; rul train likewise."""
+    output_dir = tmp_path / "run"
+    output_dir.mkdir()
+    (output_dir / "metrics.jsonl").write_text('{"step": 5}\n', encoding="utf-8")
+    refusal = f"{output_dir}: another training run is writing there now; wait for it to end, or choose another"
+    with held_folder(output_dir):  # as the first run holds it
+        assert_one_line_error(run_cli(*train_args(run.data, output_dir, *extra)), refusal)
+        assert_one_line_error(run_cli("rul", "train", "--output-dir", str(output_dir), "--epochs", "1", *extra),
+                              refusal)
+    assert [p.name for p in output_dir.iterdir()] == ["metrics.jsonl"]
+    assert (output_dir / "metrics.jsonl").read_text(encoding="utf-8") == '{"step": 5}\n'
+    with held_folder(tmp_path / "new"):  # made for the lock, and left as found: not at all
+        pass
+    assert not (tmp_path / "new").exists()
 
 
 def test_sigterm_during_training_keeps_what_ctrl_c_keeps_and_resume_goes_on(run, tmp_path):

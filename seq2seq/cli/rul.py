@@ -17,6 +17,7 @@ from seq2seq.cli.translate import search_flags
 from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from_dict, resolve_device
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.errors import ConfigError, DataError, FleetError
+from seq2seq.files import held_folder
 from seq2seq.progress import progress_bar
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.resume import file_fingerprint
@@ -102,16 +103,18 @@ def run_train(args: argparse.Namespace) -> int:
     with fleet_named(source):  # engines no model can be trained on, refused before the run's folder is touched
         Preprocessor.fit(split_engines(engines, config)[0], config)
     resolve_device(config.device)  # a device this machine lacks: refused before --overwrite deletes the old run
-    # After the data is read (a bad file leaves an old run in place), before any log line (a refusal stands alone)
-    prepare_run(Path(args.output_dir), config, args.resume, args.overwrite, fingerprint)
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    log(f"data: {source}")
-    with fleet_named(source):  # a later member's split may still hold no varying sensor
+    output_dir = Path(args.output_dir)
+    # two runs into one folder: the second is refused before it deletes or writes anything
+    with held_folder(output_dir), fleet_named(source):  # a later member's split may still hold no varying sensor
+        # After the data is read (a bad file leaves an old run in place), before any log line (a refusal stands
+        # alone)
+        prepare_run(output_dir, config, args.resume, args.overwrite, fingerprint)
+        log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+        log(f"data: {source}")
         if config.members > 1:
-            result = train_members(engines, config, Path(args.output_dir), log, args.resume, fingerprint)
+            result = train_members(engines, config, output_dir, log, args.resume, fingerprint)
         else:
-            result, _ = train_on_engines(engines, config, Path(args.output_dir), log, resume=args.resume,
-                                         fingerprint=fingerprint)
+            result, _ = train_on_engines(engines, config, output_dir, log, resume=args.resume, fingerprint=fingerprint)
     print(json.dumps({"output_dir": args.output_dir, **dataclasses.asdict(result)}))
     return 0
 

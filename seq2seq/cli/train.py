@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -20,6 +21,7 @@ from seq2seq.distributed import World, process_group
 from seq2seq.errors import ConfigError
 from seq2seq.evaluate import few_dev_warning
 from seq2seq.fast.precision import PRECISIONS
+from seq2seq.files import held_folder
 from seq2seq.finetune import Start
 from seq2seq.members import train_members
 from seq2seq.model import build_model
@@ -168,7 +170,9 @@ def run_train(args: argparse.Namespace) -> int:
                           "(members 1)")
     train = read_corpus(args.train or str(EMBEDDED_DATA / "train.tsv"), args.train_target, args)
     dev = read_corpus(args.dev or str(EMBEDDED_DATA / "dev.tsv"), args.dev_target, args)
-    with process_group(train_config.device) as world:  # a world of one without torchrun
+    with process_group(train_config.device) as world, (  # a world of one without torchrun
+            # one process: two runs into one folder refused (under torchrun, its ranks share the folder)
+            held_folder(Path(args.output_dir)) if world.size == 1 else contextlib.nullcontext()):
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
         # a fine-tuning run's new pairs it can learn (``new``): best.pt is the checkpoint that learned the most of them
         train, cases, new = (start.corpora(train, args.replay, log, train_config.max_target_length) if start
