@@ -43,15 +43,19 @@ MARKER = ".feedback_crash_test"
 
 def start_app(db: Path, model: str, rul_model: str, timeout: float) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    app = subprocess.Popen([sys.executable, str(ROOT / "gradio_app.py"), "--model", model, "--rul-model", rul_model,
-                            "--feedback-db", str(db), "--host", "127.0.0.1", "--port", str(port)],
-                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"})
+    log = db.parent / "app.log"  # why an app that exits early did so
+    with log.open("wb") as sink:
+        app = subprocess.Popen([sys.executable, str(ROOT / "gradio_app.py"), "--model", model, "--rul-model",
+                                rul_model, "--feedback-db", str(db), "--host", "127.0.0.1", "--port", str(port)],
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=sink,
+                               env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if app.poll() is not None:
-            raise SystemExit(f"gradio_app.py exited with status {app.returncode} before serving")
+            said = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["(it said nothing)"]
+            raise SystemExit(f"gradio_app.py exited with status {app.returncode} before serving: {said[0]} "
+                             f"(all it said: {log})")
         try:
             if httpx.get(url, timeout=2).status_code == 200:
                 return app, url

@@ -311,13 +311,14 @@ def main(argv: list[str] | None = None) -> int:
     what = "a no-op /recommend (--floor)" if args.floor else f"{args.model} ({name})"
     print(f"# Load test: {what}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
           f"load average before {os.getloadavg()[0]:.2f}\n")
-    print(f"Each row {args.repeats} times ({args.client} client): median calls/s and p95 (their range), p50 and max "
-          "of all calls, p95 of the calls after each client's first (median of the runs), counts summed.\n")
-    print("| search | clients x calls | answered calls/s | p50 / p95 / max ms | p95 after first call | turned away | "
-          "lost | bad input answered with an error | wrong | Recommender alone, alerts/s at this batch |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="load-test-") as folder:
-        app, url = start_app(args, free_port(), Path(folder))
+        app, url = start_app(args, free_port(), Path(folder))  # first: an app that cannot start leaves no table
+        print(f"Each row {args.repeats} times ({args.client} client): median calls/s and p95 (their range), p50 and "
+              "max of all calls, p95 of the calls after each client's first (median of the runs), counts summed.\n")
+        print("| search | clients x calls | answered calls/s | p50 / p95 / max ms | p95 after first call | "
+              "turned away | lost | bad input answered with an error | wrong | Recommender alone, alerts/s at this "
+              "batch |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         try:
             for label in args.searches:
                 search = SEARCHES[label]

@@ -11,6 +11,7 @@ naming the file and the line.
 from __future__ import annotations
 
 import csv
+import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -18,6 +19,10 @@ from seq2seq.errors import DataError, listed, shown
 from seq2seq.files import LONE_CR
 
 SEPARATORS = {";": "semicolons", "\t": "tabs", ",": "commas"}  # that a lone column's name may betray
+
+
+def _folded(name: str) -> str:
+    return unicodedata.normalize("NFKC", name).casefold()
 
 
 def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...], where: str, what: str,
@@ -30,7 +35,9 @@ def choose_column(found: list[str], wanted: str | None, defaults: tuple[str, ...
     the ids, learned or scored against without a word."""
     check_distinct_names(found, where, what)
     names = (wanted.strip(),) if wanted is not None else defaults  # spaces around a name, as around a header's
-    for same in (str.__eq__, lambda a, b: a.casefold() == b.casefold()):
+    # then ignoring case and Unicode's two spellings of one letter: a Mac writes "Störung" as o and U+0308, a
+    # keyboard types it composed, and the two looked alike in the refusal that said neither was there
+    for same in (str.__eq__, lambda a, b: _folded(a) == _folded(b)):
         for name in names:
             matches = [candidate for candidate in found if same(candidate.strip(), name)]
             if len(matches) > 1:  # "Source" and "source" for SOURCE: which was meant cannot be told

@@ -48,11 +48,16 @@ def normalize(text: str, lowercase: bool = False, uppercase: bool = False) -> st
     if not text.isascii():  # every format character is beyond ASCII
         text = "".join(c for c in text if unicodedata.category(c) != "Cf")
     text = unicodedata.normalize("NFKC", text)
+    if lowercase or uppercase:  # a Turkish keyboard's capital İ lowered is i and a combining dot: a piece unseen
+        text = text.translate(_DOTTED_I)
     if lowercase:
         text = unicodedata.normalize("NFKC", text.lower())
     elif uppercase:
         text = unicodedata.normalize("NFKC", text.upper())
     return " ".join(text.translate(_CONTROL_TO_SPACE).split())
+
+
+_DOTTED_I = str.maketrans({"\u0130": "I", "\u0131": "i"})  # İ and ı read as I and i once case is folded
 
 
 def piece_label(piece: str) -> str:

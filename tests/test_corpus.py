@@ -72,6 +72,14 @@ def test_explicit_columns_win_and_names_match_ignoring_case(tmp_tsv):
     assert pairs_of(read_parallel(path, source_column="alt", target_column="Source")) == [("b", "a")]
 
 
+def test_a_column_named_in_either_of_unicodes_spellings_is_found(tmp_tsv):
+    """A Mac writes "Störung" as o and U+0308; typed composed, it was "no column 'Störung' (columns found: Nr,
+    Störung, ...)", the two names alike on screen."""
+    path = tmp_tsv([("1", "Öldruck niedrig", "Sensor prüfen")], header=("Nr", "Sto\u0308rung", "Massnahme"))
+    assert pairs_of(read_parallel(path, source_column="St\u00f6rung", target_column="MASSNAHME")) == [
+        ("Öldruck niedrig", "Sensor prüfen")]
+
+
 @pytest.mark.parametrize(("name", "text", "columns"), [
     ("pairs.tsv", "source\ttarget\noil leak\tcheck seals\n", {"source_column": "target"}),  # target's default too
     ("pairs.tsv", "source\ttarget\noil leak\tcheck seals\n", {"source_column": "source", "target_column": "SOURCE"}),

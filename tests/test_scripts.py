@@ -95,6 +95,13 @@ def test_the_crash_test_never_deletes_a_feedback_database_it_did_not_make(tmp_pa
     assert file_states(*before) == before
 
 
+def test_the_crash_test_says_why_the_app_did_not_start(tmp_path_factory, tmp_path):
+    """It threw the app's words away: "exited with status 2 before serving", and no reason."""
+    model = str(trained(tmp_path_factory.getbasetemp()).best)
+    with pytest.raises(SystemExit, match=r"exited with status 2 before serving: gradio_app: error: .*not a rul-model"):
+        load_script("feedback_crash_test").start_app(tmp_path / "feedback.sqlite", model, model, 120)
+
+
 # -- benchmark_attention.py ----------------------------------------------------------------------------------------
 def equal_sizes_config(path: Path, decoder_hidden: int = 8) -> Path:
     """A tiny config shaped like scripts/configs/maintnet.json: the encoder as wide per direction as the decoder."""

@@ -60,6 +60,15 @@ def test_normalize_applies_nfkc_turns_controls_into_spaces_and_lowercases_only_w
     assert normalize(text, uppercase=True) == "PUMP VIBRATION HIGH FILTER"
 
 
+def test_a_turkish_keyboards_dotted_and_dotless_i_read_as_i_once_case_is_folded():
+    """"PHİ A BİT HİGH" lowered was "phi̇ a bi̇t hi̇gh" (i and a combining dot, pieces the model never saw): a
+    confident answer became uncertain, and "phı a bıt hıgh" out of scope."""
+    for typed in ("PHİ A BİT HİGH", "phı a bıt hıgh", "PHI A BIT HIGH"):
+        assert normalize(typed, lowercase=True) == "phi a bit high"
+        assert normalize(typed, uppercase=True) == "PHI A BIT HIGH"
+    assert normalize("phı a bıt", lowercase=False) == "phı a bıt"  # as typed when case is kept
+
+
 # training and state
 
 

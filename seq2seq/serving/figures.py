@@ -8,7 +8,9 @@ the UI can show the returned figure and a test can inspect its axes.
 from __future__ import annotations
 
 import textwrap
+from functools import cache
 
+from matplotlib import font_manager
 from matplotlib.figure import Figure
 
 from seq2seq.recommender import Candidate, Recommendation
@@ -18,6 +20,28 @@ from seq2seq.trust import as_shown
 from seq2seq.words import word_attention
 
 END_LABEL = "(end)"  # the end mark "</s>" on a word-level heatmap's axes
+# characters of an axis label at most: a 500-letter word took the whole figure and left the matrix a thin strip
+MAX_LABEL = 24
+NO_GLYPH = "\u25a1"  # drawn for a character the font lacks (a CJK word, an emoji), as matplotlib would draw it
+
+
+def drawable(text: str) -> str:
+    """``text`` with each character the figures' font has no glyph for drawn as a box: matplotlib drew a box too,
+    and warned in two lines on stderr for every such character (a CLI job's log, the app's)."""
+    return text if text.isascii() else "".join(c if _has_glyph(c) else NO_GLYPH for c in text)
+
+
+@cache
+def _has_glyph(character: str) -> bool:
+    if character.isspace():
+        return True
+    font = font_manager.get_font(font_manager.findfont(font_manager.FontProperties()))
+    return font.get_char_index(ord(character)) != 0
+
+
+def label(text: str) -> str:
+    """An axis label: drawable, and a word longer than MAX_LABEL cut, its end marked."""
+    return drawable(text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "\u2026")
 
 
 def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | None = None,
@@ -34,6 +58,7 @@ def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | 
         weights = candidate.attention.float().numpy()  # (T, S)
         columns, rows = [piece_label(p) for p in source_pieces], [piece_label(p) for p in candidate.target_pieces]
         unit = "pieces"
+    columns, rows = [label(c) for c in columns], [label(r) for r in rows]
     height, width = weights.shape
     inches = max(4.0, 0.55 * width + 2.0)
     figure = Figure(figsize=(inches, max(2.5, 0.4 * height + 1.5)), layout="constrained")
@@ -45,7 +70,7 @@ def heatmap_figure(source_pieces: list[str], candidate: Candidate, title: str | 
     axes.set_ylabel(f"recommendation {unit}")
     # A long recommendation wraps, or its title runs past a narrow figure's edges (9 pt: ~12 characters an inch);
     # the title's own lines stay lines.
-    lines = (title or candidate.text).splitlines()
+    lines = drawable(title or candidate.text).splitlines()
     axes.set_title("\n".join(textwrap.fill(line, width=int(12 * inches)) for line in lines), fontsize=9)
     figure.colorbar(image, ax=axes, label="attention weight")
     return figure
