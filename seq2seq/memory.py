@@ -144,7 +144,8 @@ class CaseMemory:
 
     def vectors(self, alerts: list[str]) -> Rows:
         """The alerts' TF-IDF vectors, which ``nearest`` and ``long_answer`` take instead of building them again."""
-        return self.alert_vector.rows([normalize(alert) for alert in alerts])
+        # case folded as the translators fold it (a Turkish keyboard's İ and ı as I and i); the vectoriser lowers too
+        return self.alert_vector.rows([normalize(alert, lowercase=True) for alert in alerts])
 
     def nearest(self, alerts: list[str], k: int, vectors: Rows | None = None) -> list[list[Case]]:
         """The ``k`` most similar past cases of each alert, most similar first, ties in memory order: every case
@@ -162,7 +163,8 @@ class CaseMemory:
         """For each alert, the share of its words (runs of letters and digits, case aside; runs of pictographs) that
         past alerts used; 0 for an alert without a word. An alert of mostly new words is about something else
         (docs/trust.md)."""
-        words = [WORD.findall(text) + PICTOGRAPHS.findall(text) for text in (normalize(a).lower() for a in alerts)]
+        folded = [normalize(alert, lowercase=True) for alert in alerts]
+        words = [WORD.findall(text) + PICTOGRAPHS.findall(text) for text in folded]
         return [sum(word in self._words for word in found) / len(found) if found else 0.0 for found in words]
 
     def agreement_and_consensus(self, actions: list[str] | None,

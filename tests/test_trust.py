@@ -57,6 +57,15 @@ def test_an_alert_from_the_memory_finds_itself_first_with_similarity_one(memory)
         assert all(0.0 <= case.similarity <= first.similarity for case in rest)
 
 
+def test_an_alert_typed_on_a_turkish_keyboard_finds_what_its_plain_twin_finds(memory):
+    """Its "ı" was a word the memory never saw, and "İ" lowered an i with a combining dot: out of scope."""
+    alert = next(a for a in ALERTS if "i" in a.lower())
+    for typed in (alert.upper().replace("I", "\u0130"), alert.lower().replace("i", "\u0131")):
+        assert memory.known_words([typed]) == memory.known_words([alert]) == [1.0]
+        [[found]], [[plain]] = memory.nearest([typed], 1), memory.nearest([alert], 1)
+        assert (found.alert, found.similarity) == (plain.alert, pytest.approx(plain.similarity))
+
+
 def test_neighbours_are_sorted_distinct_and_as_many_as_asked(memory):
     found = memory.nearest(["pump temp high", "valve leaking"], 5)
     for cases in found:
