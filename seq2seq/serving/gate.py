@@ -14,8 +14,7 @@ An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceG
   answered 500 and logged a traceback); a POST there whose body is not UTF-8 JSON, repeats a key or lacks a
   ``data`` list gets HTTP 400 and one line, as ``/api/recommend`` does;
 - ``GET /gradio_api/call/NAME/EVENT`` for a call with nothing left to read is answered with an error event in one
-  line, without reaching Gradio (which logged a traceback, or waited for ever on a call read already); Gradio's
-  refusal of ``GET /gradio_api/queue/data`` for a session with nothing to read is answered by Gradio, quietly;
+  line, without reaching Gradio (which logged a traceback, or waited for ever on a call read already);
 - ``/gradio_api/deep_link`` gets HTTP 404: Gradio would write the session's outputs to a new file in its cache at
   each call, and the page makes no deep links;
 - ``POST /api/recommend`` with ``{"data": [alerts, translator, beam size, n-best]}`` (the inputs of
@@ -57,14 +56,12 @@ from seq2seq.serving.bodies import Answer, Message, Metered, Receive, Replay, Sc
 from seq2seq.serving.routes import (
     CALL_PREFIX,
     DEEP_LINK_PATH,
-    QUEUE_DATA_PATH,
     UNNAMED_FILE,
     UPLOAD_PATHS,
     Endpoints,
     Streams,
     call_body_fault,
     no_stream,
-    refused_after_start,
     route_path,
     unknown_endpoint,
     unnamed_file,
@@ -123,13 +120,7 @@ class ServiceGate:
         direct = path == RECOMMEND_PATH and self.recommend is not None
         cap = MAX_BODY if direct else self.body_cap(path)
         if scope["method"] not in BODY_METHODS:  # no body to count or wait for: the event streams, the page
-            try:
-                await (self._recommend if direct else self._forward)(scope, receive, send, cap)
-            except RuntimeError as err:
-                if not (path == QUEUE_DATA_PATH and refused_after_start(err)):
-                    raise
-                # answered already, but for the body's end; the server would log a traceback and cut it short
-                await send({"type": "http.response.body", "body": b""})
+            await (self._recommend if direct else self._forward)(scope, receive, send, cap)
             return
         metered = Metered(receive, self)
         answer = Answer(send, metered)

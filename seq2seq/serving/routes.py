@@ -8,8 +8,6 @@ import json
 from collections.abc import Callable
 from functools import partial
 
-from starlette.exceptions import HTTPException
-
 from seq2seq.errors import DataError
 from seq2seq.jsonl import distinct_keys
 from seq2seq.jsontext import parse_json
@@ -18,9 +16,6 @@ from seq2seq.serving.bodies import Message, Scope
 # Gradio writes a session's every output (a whole /recommend JSON) to a new file in its cache on each call
 DEEP_LINK_PATH = "/gradio_api/deep_link"
 CALL_PREFIX = "/gradio_api/call/"
-# The page's event stream, of a session's calls. The page may open it before its call is queued, so it is left
-# to Gradio, whose refusal of a session with nothing to read (an error event, then a raise) is only kept quiet.
-QUEUE_DATA_PATH = "/gradio_api/queue/data"
 # Gradio 6's multipart routes (gradio/routes.py), which stream files to its cache: /upload gets one file a request
 # from this page (each upload box takes one) and from gradio_client (one per handle_file); /process_recording one
 # microphone recording.
@@ -68,13 +63,6 @@ def no_stream(path: str, streams: Streams | None) -> bytes | None:
         return None
     why = f"no call {parts[1][:40]} is waiting to be read: POST /gradio_api/call/{parts[0]}, then read its event once"
     return f"event: error\ndata: {json.dumps(why)}\n\n".encode()
-
-
-def refused_after_start(err: BaseException) -> bool:
-    """Whether ``err`` is Starlette's complaint that a route refused (HTTP 404) a request whose answer had already
-    begun: Gradio's event stream for a session with nothing to read, which has sent its error event by then."""
-    cause = err.__cause__
-    return isinstance(err, RuntimeError) and isinstance(cause, HTTPException) and cause.status_code == 404
 
 
 def unnamed_file(err: BaseException) -> bool:
