@@ -4,6 +4,7 @@ Every message names the problem and where it is (file, line, column or key), e.g
 ``data/x.tsv: line 17: expected 3 tab-separated fields, found 2``.
 """
 
+import numbers
 import re
 import signal
 import threading
@@ -124,3 +125,13 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def whole(name: str, value: object, low: int, high: int) -> int:
+    """``value``, a program's argument ``name``, as an int in [low, high]; else a one-line TypeError or ConfigError
+    naming it (a float or a string failed deep in torch, and a negative count sliced lists from their end)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a whole number, got {type(value).__name__} {str(value)[:40]!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be in [{low}, {high:,}], got {value}")
+    return int(value)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import numbers
 import re
 import threading
 from collections import deque
@@ -27,7 +26,7 @@ from torch import Tensor
 from seq2seq.checkpoint import load_model, search_defaults
 from seq2seq.config import SearchConfig, resolve_device
 from seq2seq.data import source_batch, truncate_source
-from seq2seq.errors import CONTROLS, ConfigError
+from seq2seq.errors import CONTROLS, ConfigError, whole
 from seq2seq.fast.folding import fold_embeddings
 from seq2seq.fast.quantize import quantize_int8
 from seq2seq.fast.threads import MAX_WORKERS
@@ -84,16 +83,6 @@ def distinct(candidates: list[Candidate]) -> list[Candidate]:
     (a lone word-start piece decodes to no more than a space), and a technician would see the same answer twice."""
     seen: set[str] = set()
     return [c for c in candidates if c.text not in seen and not seen.add(c.text)]
-
-
-def whole(name: str, value: object, low: int, high: int) -> int:
-    """``value``, a program's argument ``name``, as an int in [low, high]; else a one-line TypeError or ConfigError
-    naming it (a float or a string failed deep in torch, and a negative count sliced lists from their end)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a whole number, got {type(value).__name__} {str(value)[:40]!r}")
-    if not low <= value <= high:
-        raise ConfigError(f"{name} must be in [{low}, {high:,}], got {value}")
-    return int(value)
 
 
 def once_each(alerts: list[str], answer: Callable[[list[str]], list[T]]) -> list[T]:
