@@ -143,8 +143,8 @@ def _engine_tab(h: Handlers) -> None:
     upload.change(h.file_units, [upload], [file_unit], api_name="file_units", api_visibility="private",
                   preprocess=False)
     # A bundled engine picked while a file is attached: that engine is meant, and the file, which would be analysed
-    # instead, goes (its engine list with it, by the event above)
-    unit.input(lambda: None, None, [upload], queue=False, api_visibility="private")
+    # instead, goes (its engine list with it, by the event above); in the browser, so a quick Analyse sends no file
+    unit.input(None, None, [upload], js="() => null", api_visibility="private")
     asked = button.click(h.engine_health, [unit, upload, file_unit, translator], [data, shown_summary, report],
                          api_name="engine_health", concurrency_limit=ENGINE_CONCURRENCY, concurrency_id="engine",
                          preprocess=False)
@@ -175,8 +175,9 @@ def _batch_tab(h: Handlers) -> None:
     state = gr.State()
     upload.change(h.column_choices, [upload], [column], api_name="file_columns", api_visibility="private",
                   preprocess=False)
-    upload.change(lambda: (None, ""), None, [result, summary], queue=False,  # the last file's result is not this one's
-                  api_visibility="private")
+    # The last file's result is not this one's. Cleared in the browser: a server call raced a quick click on
+    # Translate and could land after its answer, blanking the new result
+    upload.change(None, None, [result, summary], js="() => [null, '']", api_visibility="private")
     asked = button.click(h.translate_upload, [upload, column, translator, beam], [result, state],
                          api_name="translate_file", concurrency_limit=BATCH_CONCURRENCY, concurrency_id="batch",
                          preprocess=False)
