@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -25,21 +24,21 @@ from torch import Tensor
 
 from seq2seq.checkpoint import load_model, search_defaults
 from seq2seq.config import SearchConfig, resolve_device
-from seq2seq.data import source_batch, truncate_source
-from seq2seq.errors import CONTROLS, ConfigError, whole
+from seq2seq.data import source_batch
+from seq2seq.errors import ConfigError, whole
 from seq2seq.fast.folding import fold_embeddings
 from seq2seq.fast.quantize import quantize_int8
 from seq2seq.fast.threads import MAX_WORKERS
 from seq2seq.memory import Case, CaseMemory, itself_first
 from seq2seq.model import Seq2Seq
+from seq2seq.reading import Source, read_alert
 from seq2seq.search import Hypothesis, search
-from seq2seq.tokenizer import EOS_ID, UNK_ID, WORD_START, Tokenizer
+from seq2seq.tokenizer import EOS_ID, Tokenizer
 from seq2seq.trust import FEATURES, TRUST_NEIGHBOURS, TrustModel, features, read_memory
 
 T = TypeVar("T")
 SIMILAR = 3  # past cases returned per alert unless asked otherwise
 MAX_SIMILAR = 100  # past cases per alert: a page of them, not the whole memory
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_BATCH = 1 << 20  # alerts decoded together at most: beyond any batch's memory
 JUDGED_BATCHES = 4  # decoded batches judged together at most (docs/trust.md: 64 to 256 alerts a look-up)
 log = logging.getLogger(__name__)
@@ -139,23 +138,9 @@ class Recommender:
     def max_source_length(self) -> int:
         return self.model.config.max_source_length
 
-    def encode(self, alert: str) -> tuple[list[int], list[str], str | None]:
-        """Ids and pieces of one alert (EOS last), truncated to the model's limit with a warning."""
-        if lone := LONE_SURROGATE.search(alert):  # half a character (a JSON "\\ud800"), which SentencePiece cannot take
-            return [], [], f"not valid Unicode (a lone surrogate at character {lone.start() + 1}); no recommendation"
-        ids = self.tokenizer.encode_source(alert)
-        pieces = self.tokenizer.source_pieces(alert)
-        if len(ids) <= 1:  # a line of control characters (a NUL from a broken pipe) reads as spaces: say so
-            control = CONTROLS.search(alert)
-            return [], [], "empty alert" + (f": only control characters (U+{ord(control.group()):04X} first), read as "
-                                            "spaces" if control else "")
-        if all(i == UNK_ID or not piece.strip(WORD_START) for i, piece in zip(ids[:-1], pieces, strict=False)):
-            return [], [], "no word of the alert is known to the model; no recommendation"  # a guess from nothing
-        limit = self.max_source_length
-        if len(ids) <= limit:
-            return ids, pieces, None
-        warning = f"alert truncated from {len(ids)} to {limit} pieces (the model's limit)"
-        return truncate_source(ids, limit), truncate_source(pieces, limit), warning
+    def encode(self, alert: str) -> Source:
+        """One alert as the encoder reads it (``reading.read_alert``)."""
+        return read_alert(self.tokenizer, alert, self.max_source_length)
 
     def recommend(self, alerts: list[str], config: SearchConfig | None = None,
                   batch_size: int = 64, similar: int = SIMILAR) -> list[Recommendation]:
@@ -182,25 +167,26 @@ class Recommender:
         config = config or self.search
         encoded = [self.encode(alert) for alert in alerts]
         results: list[Recommendation | None] = [None] * len(alerts)
-        order = sorted((i for i, (ids, _, _) in enumerate(encoded) if ids), key=lambda i: len(encoded[i][0]))
+        order = sorted((i for i, source in enumerate(encoded) if source.ids), key=lambda i: len(encoded[i].ids))
         batches = [order[start: start + batch_size] for start in range(0, len(order), batch_size)]
         # Judged up to JUDGED_BATCHES batches at a time: the look-up's fixed cost per call is shared (docs/trust.md,
         # "Cost of the look-up").
         together = JUDGED_BATCHES if similar is not None and self.memory is not None else 1
 
         def finish(chunk: list[int], hypotheses: list[list[Hypothesis]]) -> list[Recommendation]:
-            answers = [Recommendation(alerts[i], encoded[i][1], distinct([self._candidate(h) for h in hyps]),
-                                      encoded[i][2]) for i, hyps in zip(chunk, hypotheses, strict=True)]
+            answers = [Recommendation(alerts[i], encoded[i].pieces, distinct([self._candidate(h, encoded[i])
+                                                                              for h in hyps]), encoded[i].warning)
+                       for i, hyps in zip(chunk, hypotheses, strict=True)]
             if similar is None:
                 return answers
             judged = self._judge([r for r in answers if r.candidates], similar)
             return [next(judged) if r.candidates else r for r in answers]
 
-        sources = [[encoded[i][0] for i in batch] for batch in batches]
+        sources = [[encoded[i].ids for i in batch] for batch in batches]
         for chunk, answers in self._decode_batches(batches, sources, together, config, finish):
             for i, answer in zip(chunk, answers, strict=True):
                 results[i] = answer
-        return [result or Recommendation(alert, [], [], encoded[i][2])
+        return [result or Recommendation(alert, [], [], encoded[i].warning)
                 for i, (alert, result) in enumerate(zip(alerts, results, strict=True))]
 
     def _judge(self, answered: list[Recommendation], similar: int) -> Iterator[Recommendation]:
@@ -225,7 +211,7 @@ class Recommender:
         if self.memory is None:
             raise ConfigError("trust signals need a case memory")
         best = [r.candidates[0] for r in answered]
-        alerts = [r.alert for r in answered]
+        alerts = [self.encode(r.alert).text for r in answered]  # what the model read ("low🔥" compared as "low")
         vectors = self.memory.vectors(alerts)
         cases = self.memory.nearest(alerts, max(k, TRUST_NEIGHBOURS), vectors)
         nearest = [found[:TRUST_NEIGHBOURS] for found in cases]
@@ -290,7 +276,11 @@ class Recommender:
         src, lengths, mask = src.to(self.device), lengths.to(self.device), mask.to(self.device)
         return search(self.decoding_model, src, lengths, mask, config)
 
-    def _candidate(self, hyp: Hypothesis) -> Candidate:
+    def _candidate(self, hyp: Hypothesis, source: Source) -> Candidate:
         ids = hyp.tokens + ([EOS_ID] if hyp.attention.size(0) > len(hyp.tokens) else [])
+        attention = hyp.attention
+        if len(source.ids) < len(source.pieces):  # a piece not read gets no attention, and the heatmap still shows it
+            attention = attention.new_zeros(attention.size(0), len(source.pieces)).index_copy_(
+                1, torch.tensor(source.places, device=attention.device), attention)
         return Candidate(self.tokenizer.decode_target(hyp.tokens), hyp.score,
-                         self.tokenizer.target_pieces(ids), hyp.attention, hyp.log_prob)
+                         self.tokenizer.target_pieces(ids), attention, hyp.log_prob)

@@ -162,6 +162,21 @@ def test_alerts_differing_only_by_invisible_characters_get_the_same_recommendati
         assert (result.score, result.trust) == pytest.approx((clean.score, clean.trust), rel=1e-5)
 
 
+@pytest.mark.parametrize("extra", [" ?", " 🔥", " 高 ⚠", "🔥"])
+def test_characters_the_model_does_not_know_change_neither_the_answer_nor_its_trust(recommender, extra):
+    """The encoder never learned what an unknown piece means: read, it turned an uncertain answer confident."""
+    alerts = ["fan speed low", "fan speed low" + extra]
+    clean, dirty = recommender.recommend(alerts, SearchConfig(beam_size=3, n_best=2))
+    assert (dirty.text, dirty.verdict, [c.text for c in dirty.candidates], dirty.similar) == (
+        clean.text, clean.verdict, [c.text for c in clean.candidates], clean.similar)
+    assert (dirty.score, dirty.trust) == pytest.approx((clean.score, clean.trust), rel=1e-5)
+    read = list(recommender.encode(alerts[1]).places)
+    assert len(read) == len(clean.source_pieces) < len(dirty.source_pieces)  # on the heatmap ...
+    for before, after in zip(clean.candidates, dirty.candidates, strict=True):  # ... with no attention
+        assert torch.allclose(after.attention[:, read], before.attention, atol=1e-5)
+        assert after.attention.sum() == pytest.approx(after.attention[:, read].sum())
+
+
 @pytest.mark.parametrize("empty", ["", "   ", "\t\n", "\u00a0", "\ufeff\u200b"])
 def test_empty_or_whitespace_alert_gives_an_empty_recommendation_with_a_warning(recommender, empty):
     before, result, after = recommender.recommend([ALERTS[0], empty, ALERTS[1]])

@@ -496,7 +496,7 @@ def test_a_trained_checkpoint_carries_its_memory_and_judges_every_answer(tmp_pat
     assert (results[2].trust, results[2].verdict, results[2].similar) == (None, None, [])
     cases, signals = recommender.signals(results[:2], k=1)  # however few cases are shown
     assert [len(found) for found in cases] == [1, 1]
-    long_answer = recommender.memory.long_answer([r.alert for r in results[:2]])
+    long_answer = recommender.memory.long_answer([recommender.encode(r.alert).text for r in results[:2]])  # as read
     assert signals[:, FEATURES.index("long_answer")].tolist() == long_answer
     assert recommender.recommend(["pump vibration high"], similar=0)[0].similar == []
     assert recommender.trust_model.unfamiliar_penalty >= 0.0  # fitted with the dev alerts' known words
