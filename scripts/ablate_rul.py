@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from seq2seq.cli import run_script
-from seq2seq.config import RulConfig, from_dict
+from seq2seq.config import RulConfig
+from seq2seq.config_checks import from_dict
 from seq2seq.config_file import load_config_file
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.evaluate import PROTOCOL_CAP, phm08_score, predict, rmse

@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 from seq2seq.cli import run_script
-from seq2seq.config import RulConfig, from_dict
+from seq2seq.config import RulConfig
+from seq2seq.config_checks import from_dict
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.evaluate import evaluate_windows, phm08_score, rmse
 from seq2seq.rul.runs import prepare_run, train_on_engines

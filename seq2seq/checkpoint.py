@@ -31,7 +31,8 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from seq2seq.config import ModelConfig, SearchConfig, from_dict
+from seq2seq.config import ModelConfig, SearchConfig
+from seq2seq.config_checks import from_dict
 from seq2seq.ensemble import Ensemble
 from seq2seq.errors import CheckpointError, checkpoint_fault
 from seq2seq.files import SNIFF_BYTES, make_folder

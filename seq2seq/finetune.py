@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from seq2seq.checkpoint import load_model
-from seq2seq.config import SearchConfig, from_dict
+from seq2seq.config import SearchConfig
+from seq2seq.config_checks import from_dict
 from seq2seq.corpus import Example, ParallelCorpus
 from seq2seq.errors import ConfigError, DataError, counted, shown
 from seq2seq.model import Seq2Seq

@@ -14,7 +14,8 @@ import torch
 
 from seq2seq import averaging
 from seq2seq.checkpoint import read_checkpoint, restore
-from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, from_dict, resolve_device
+from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, resolve_device
+from seq2seq.config_checks import from_dict
 from seq2seq.corpus import ParallelCorpus
 from seq2seq.data import ParallelDataset
 from seq2seq.distributed import ONE_PROCESS, World

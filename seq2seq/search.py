@@ -50,7 +50,7 @@ def length_penalty(length: int, alpha: float) -> float:
 def search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, src_mask: Tensor,
            config: SearchConfig) -> list[list[Hypothesis]]:
     """Translate a source batch: for each sentence, its ``n_best`` hypotheses, best first (``config`` was
-    checked against ``config.RANGES`` when it was made)."""
+    checked against ``config_checks.RANGES`` when it was made)."""
     encoded, state = model.encode(src, src_lengths, src_mask)
     limits = max_lengths(src_lengths, config)
     if config.beam_size == 1:

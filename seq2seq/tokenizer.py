@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 import sentencepiece as spm
 
-from seq2seq.config import TokenizerConfig, from_dict
+from seq2seq.config import TokenizerConfig
+from seq2seq.config_checks import from_dict
 from seq2seq.errors import CheckpointError, ConfigError, DataError, checkpoint_fault
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # fixed at SentencePiece training

@@ -24,7 +24,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from seq2seq.checkpoint import load_model
 from seq2seq.cli.common import read_corpus
-from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig, from_dict
+from seq2seq.config import ModelConfig, TokenizerConfig, TrainConfig
+from seq2seq.config_checks import from_dict
 from seq2seq.corpus import read_parallel
 from seq2seq.data import ParallelDataset, TokenBatchSampler
 from seq2seq.distributed import World, close

@@ -11,16 +11,8 @@ import math
 import pytest
 from support import assert_one_line_error, file_states, run_cli, tiny_data, train_args
 
-from seq2seq.config import (
-    MAX_BEAM_SIZE,
-    RANGES,
-    ModelConfig,
-    RulConfig,
-    SearchConfig,
-    TokenizerConfig,
-    TrainConfig,
-    from_dict,
-)
+from seq2seq.config import ModelConfig, RulConfig, SearchConfig, TokenizerConfig, TrainConfig
+from seq2seq.config_checks import MAX_BEAM_SIZE, RANGES, from_dict
 from seq2seq.errors import ConfigError
 
 CLASSES = {cls.__name__: cls for cls in (TokenizerConfig, ModelConfig, TrainConfig, SearchConfig, RulConfig)}

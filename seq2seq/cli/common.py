@@ -14,7 +14,7 @@ from seq2seq.distributed import launched_first
 
 def whole_number(low: int, high: int) -> Callable[[str], int]:
     """An argparse ``type`` for a flag that is no config field: a whole number in [low, high]; anything
-    else is argparse's one-line error. (Config fields are checked by their records: ``config.RANGES``.)"""
+    else is argparse's one-line error. (Config fields are checked by their records: ``config_checks.RANGES``.)"""
 
     def parse(text: str) -> int:
         try:

@@ -14,7 +14,8 @@ from typing import Any
 
 from seq2seq.cli.common import path_flag
 from seq2seq.cli.translate import search_flags
-from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, from_dict, resolve_device
+from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, resolve_device
+from seq2seq.config_checks import from_dict
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.errors import ConfigError, DataError, FleetError
 from seq2seq.files import held_folder

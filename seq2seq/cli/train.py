@@ -14,7 +14,8 @@ from typing import Any
 from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.checkpoint import count_parameters, with_search_defaults
 from seq2seq.cli.common import path_flag, read_corpus
-from seq2seq.config import DEVICES, ModelConfig, SearchConfig, TokenizerConfig, TrainConfig, from_dict
+from seq2seq.config import DEVICES, ModelConfig, SearchConfig, TokenizerConfig, TrainConfig
+from seq2seq.config_checks import from_dict
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.corpus import EMBEDDED_DATA, ParallelCorpus
 from seq2seq.distributed import World, process_group

@@ -16,7 +16,8 @@ from typing import TextIO
 from tqdm import tqdm
 
 from seq2seq.cli.common import path_flag, whole_number
-from seq2seq.config import DEVICES, MAX_BEAM_SIZE, SearchConfig, from_dict, resolve_device
+from seq2seq.config import DEVICES, SearchConfig, resolve_device
+from seq2seq.config_checks import MAX_BEAM_SIZE, from_dict
 from seq2seq.distributed import launched_size, process_group
 from seq2seq.errors import ConfigError, DataError, shown
 from seq2seq.fast.threads import one_core_workers, worker_count

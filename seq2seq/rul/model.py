@@ -162,7 +162,7 @@ class RulEnsemble(nn.Module):
 
 
 def build_rul_model(config: RulConfig, n_features: int) -> RulModel:
-    """The one place a RulConfig becomes modules (its sizes are checked when it is made: config.RANGES)."""
+    """The one place a RulConfig becomes modules (its sizes are checked when it is made: config_checks.RANGES)."""
     if n_features < 1:
         raise ConfigError(f"n_features must be at least 1, got {n_features}")
     return RulModel(config, n_features)

@@ -43,7 +43,8 @@ from seq2seq.checkpoint import (
     read_payload,
     save_atomic,
 )
-from seq2seq.config import RulConfig, from_dict, resolve_device
+from seq2seq.config import RulConfig, resolve_device
+from seq2seq.config_checks import from_dict
 from seq2seq.errors import CheckpointError, ConfigError, checkpoint_fault
 from seq2seq.files import make_folder
 from seq2seq.progress import progress_bar

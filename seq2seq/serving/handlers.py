@@ -20,7 +20,8 @@ from typing import Any
 import gradio as gr
 from matplotlib.figure import Figure
 
-from seq2seq.config import SearchConfig, shown_number
+from seq2seq.config import SearchConfig
+from seq2seq.config_checks import shown_number
 from seq2seq.recommender import Recommendation, Recommender
 from seq2seq.rul.alerts import MAX_ALERTS as ENGINE_ALERTS
 from seq2seq.rul.cmapss import Engine, read_cmapss, units_held
