@@ -30,6 +30,7 @@ from seq2seq.corpus import read_parallel
 from seq2seq.data import ParallelDataset, TokenBatchSampler
 from seq2seq.distributed import World, close
 from seq2seq.errors import ConfigError
+from seq2seq.files import held_folder
 from seq2seq.recommender import Recommender
 from seq2seq.runs import build_trainer
 
@@ -151,6 +152,20 @@ def test_a_start_refused_under_torchrun_ends_every_process_with_the_same_line(dd
     assert ("already holds a training run" if case == "existing-run" else "fewer than the 2 processes") in errors[0]
     assert "Traceback" not in result.stderr.split("torch/distributed/elastic")[0]  # before torchrun's own report
     assert file_states(*before) == before
+
+
+@pytest.mark.slow
+def test_a_folder_another_run_is_writing_is_refused_on_every_process(ddp_run, tmp_path):
+    """Two runs into one folder interleaved their files; under torchrun the first process holds it for all."""
+    data, _, _ = ddp_run
+    run = tmp_path / "run"
+    with held_folder(run):  # another run, writing there now
+        result = torchrun(tmp_path, *train_args(data, run))
+        assert result.status != 0
+        errors = [line for line in result.stderr.splitlines() if line.startswith("seq2seq: error: ")]
+        assert len(errors) == PROCESSES and len(set(errors)) == 1, result.stderr
+        assert "another training run is writing there now" in errors[0]
+        assert list(run.iterdir()) == []
 
 
 @pytest.mark.parametrize(("rank", "warned"), [("0", True), ("1", False)])

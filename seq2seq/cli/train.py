@@ -171,9 +171,10 @@ def run_train(args: argparse.Namespace) -> int:
                           "(members 1)")
     train = read_corpus(args.train or str(EMBEDDED_DATA / "train.tsv"), args.train_target, args)
     dev = read_corpus(args.dev or str(EMBEDDED_DATA / "dev.tsv"), args.dev_target, args)
-    with process_group(train_config.device) as world, (  # a world of one without torchrun
-            # one process: two runs into one folder refused (under torchrun, its ranks share the folder)
-            held_folder(Path(args.output_dir)) if world.size == 1 else contextlib.nullcontext()):
+    with process_group(train_config.device) as world, contextlib.ExitStack() as held:  # a world of one without torchrun
+        # two runs into one folder refused; under torchrun the first process holds it for all, which share it, and a
+        # refusal reaches every process
+        world.outcome(lambda: held.enter_context(held_folder(Path(args.output_dir))) if world.is_main else None)
         log = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
         # a fine-tuning run's new pairs it can learn (``new``): best.pt is the checkpoint that learned the most of them
         train, cases, new = (start.corpora(train, args.replay, log, train_config.max_target_length) if start
