@@ -156,6 +156,8 @@ def fit_trust(answer_features: np.ndarray, chrf: list[float], flag_rate: float =
     good = scores >= GOOD_CHRF
     if min(good.sum(), (~good).sum()) < MIN_CLASS:  # nearly all usable (or not): rank against the median
         good = scores > np.median(scores)
+        if min(good.sum(), (~good).sum()) < MIN_CLASS:  # most answers exact (the median is the best score): a
+            good = scores >= np.median(scores)  # regression of exact against the rest, not equal weights
     nearest = answer_features[:, FEATURES.index("nearest_similarity")]
     penalty = 0.0
     if known_words is not None and 0 < flag_rate < UNFAMILIAR_RATE:

@@ -388,6 +388,18 @@ def test_standardised_fitting_ranks_like_scikit_learns_pipeline_and_honours_the_
     np.testing.assert_array_equal(first.trust(moved), first.trust(signals))
 
 
+def test_a_dev_split_answered_mostly_exactly_still_fits_trust_to_tell_the_rest_apart():
+    """A translator that answers most dev alerts word for word (chrF 100 the median, the maximum): exact against
+    the rest, not the equal weights kept for one class, which made trust a plain sum of the raw signals."""
+    rng = np.random.default_rng(3)
+    signals = rng.normal([-1.0, 0.6, 0.5, 0.4, 0.5, 0.2], [0.5, 0.2, 0.2, 0.2, 0.3, 0.2], (300, len(FEATURES)))
+    inexact = signals[:, 0] < np.quantile(signals[:, 0], 0.1)  # the least probable tenth misses a word or two
+    model = fit_trust(signals, np.where(inexact, 80.0, 100.0).tolist())
+    assert len(set(model.weights)) > 1
+    trust = model.trust(signals)
+    assert trust[inexact].max() < trust[~inexact].min()
+
+
 @given(st.integers(1, 200), st.integers(0, 2**32 - 1))
 @settings(max_examples=40, deadline=None)
 def test_an_answers_trust_does_not_depend_on_the_batch_it_comes_in(rows, seed):
