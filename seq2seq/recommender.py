@@ -179,7 +179,8 @@ class Recommender:
                        for i, hyps in zip(chunk, hypotheses, strict=True)]
             if similar is None:
                 return answers
-            judged = self._judge([r for r in answers if r.candidates], similar)
+            read = [encoded[i].text for i, r in zip(chunk, answers, strict=True) if r.candidates]
+            judged = self._judge([r for r in answers if r.candidates], similar, read)
             return [next(judged) if r.candidates else r for r in answers]
 
         sources = [[encoded[i].ids for i in batch] for batch in batches]
@@ -189,8 +190,9 @@ class Recommender:
         return [result or Recommendation(alert, [], [], encoded[i].warning)
                 for i, (alert, result) in enumerate(zip(alerts, results, strict=True))]
 
-    def _judge(self, answered: list[Recommendation], similar: int) -> Iterator[Recommendation]:
-        """The recommendations with trust, verdict and past cases (seq2seq.trust)."""
+    def _judge(self, answered: list[Recommendation], similar: int,
+               read: list[str] | None = None) -> Iterator[Recommendation]:
+        """The recommendations with trust, verdict and past cases (seq2seq.trust); ``read``: as ``signals``."""
         best = [r.candidates[0] for r in answered]
         if self.memory is None or self.trust_model is None:
             # Without past cases nothing tells an unfamiliar alert from a known one: "kitchen sink drain blocked" gets
@@ -198,7 +200,7 @@ class Recommender:
             for r, c in zip(answered, best, strict=True):
                 yield replace(r, trust=math.exp(c.log_prob / max(1, len(c.target_pieces))), verdict="uncertain")
             return
-        cases, signals = self.signals(answered, similar)
+        cases, signals = self.signals(answered, similar, read)
         trust = self.trust_model.trust(signals)
         nearest = signals[:, FEATURES.index("nearest_similarity")]
         known = self.memory.known_words([r.alert for r in answered])
@@ -206,12 +208,15 @@ class Recommender:
             t, verdict = self.trust_model.judged(t, s, w)
             yield replace(r, trust=t, verdict=verdict, similar=itself_first(r.alert, found)[:similar])
 
-    def signals(self, answered: list[Recommendation], k: int = TRUST_NEIGHBOURS) -> tuple[list[list[Case]], np.ndarray]:
-        """The ``k`` nearest past cases of each answered alert and the trust FEATURES of its best candidate."""
+    def signals(self, answered: list[Recommendation], k: int = TRUST_NEIGHBOURS, read: list[str] | None = None,
+                ) -> tuple[list[list[Case]], np.ndarray]:
+        """The ``k`` nearest past cases of each answered alert and the trust FEATURES of its best candidate; ``read``:
+        the alerts as read (``Source.text``), read again if not given."""
         if self.memory is None:
             raise ConfigError("trust signals need a case memory")
         best = [r.candidates[0] for r in answered]
-        alerts = [self.encode(r.alert).text for r in answered]  # what the model read ("low🔥" compared as "low")
+        # what the model read ("low🔥" compared as "low")
+        alerts = read if read is not None else [self.encode(r.alert).text for r in answered]
         vectors = self.memory.vectors(alerts)
         cases = self.memory.nearest(alerts, max(k, TRUST_NEIGHBOURS), vectors)
         nearest = [found[:TRUST_NEIGHBOURS] for found in cases]

@@ -155,9 +155,10 @@ def fit_trust(answer_features: np.ndarray, chrf: list[float], flag_rate: float =
     scores = np.asarray(chrf, dtype=np.float64)
     good = scores >= GOOD_CHRF
     if min(good.sum(), (~good).sum()) < MIN_CLASS:  # nearly all usable (or not): rank against the median
-        good = scores > np.median(scores)
+        median = np.median(scores)
+        good = scores > median
         if min(good.sum(), (~good).sum()) < MIN_CLASS:  # most answers exact (the median is the best score): a
-            good = scores >= np.median(scores)  # regression of exact against the rest, not equal weights
+            good = scores >= median  # regression of exact against the rest, not equal weights
     nearest = answer_features[:, FEATURES.index("nearest_similarity")]
     penalty = 0.0
     if known_words is not None and 0 < flag_rate < UNFAMILIAR_RATE:

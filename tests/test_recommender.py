@@ -64,9 +64,9 @@ def test_batches_judged_together_give_what_each_batch_judged_alone_gives(recomme
     alerts = [f"{alert} unit {k}" for k in range(3) for alert in ALERTS]  # 27 distinct
     sizes, judge = [], recommender._judge
 
-    def counting(answered, similar):
+    def counting(answered, similar, read=None):
         sizes.append(len(answered))
-        return judge(answered, similar)
+        return judge(answered, similar, read)
     monkeypatch.setattr(recommender, "_judge", counting)
     together = recommender.recommend(alerts, batch_size=2)  # 14 batches, judged at most 4 at a time
     assert sizes == [7, 8, 8, 4]  # longest first, so the batch of one alert first; the 2 left when none remain
@@ -90,9 +90,9 @@ def test_workers_take_the_longest_batches_first_and_judge_each_alert_once(recomm
         longest.append(max(map(len, id_lists)))
         return search(id_lists, config)
 
-    def judging(answered, similar):
+    def judging(answered, similar, read=None):
         judged.extend(r.alert for r in answered)
-        return judge(answered, similar)
+        return judge(answered, similar, read)
     monkeypatch.setattr(threaded, "_search", searching)
     monkeypatch.setattr(threaded, "_judge", judging)
     got = threaded.recommend(alerts, batch_size=2)
