@@ -24,6 +24,7 @@ class Source(NamedTuple):
     warning: str | None = None
     places: tuple[int, ...] = ()
     text: str = ""  # what the case memory compares: the alert, or what is read of it when a piece is not
+    unfamiliar: bool = False  # words, none of them known: unlike every past alert, whatever the case memory
 
 
 def read_alert(tokenizer: Tokenizer, alert: str, limit: int) -> Source:
@@ -37,7 +38,8 @@ def read_alert(tokenizer: Tokenizer, alert: str, limit: int) -> Source:
         return Source([], [], "empty alert" + (f": only control characters (U+{ord(control.group()):04X} first), read "
                                                "as spaces" if control else ""))
     if all(i == UNK_ID or not piece.strip(WORD_START) for i, piece in zip(ids[:-1], pieces, strict=False)):
-        return Source([], [], "no word of the alert is known to the model; no recommendation")  # a guess from nothing
+        # A guess from nothing; and since the vocabulary holds every character of the training alerts, out of scope
+        return Source([], [], "no word of the alert is known to the model; no recommendation", unfamiliar=True)
     places, warning = read_places(ids, pieces), None  # of the whole alert: a word cut short is read as it would be
     if len(ids) > limit:
         warning = f"alert truncated from {len(ids)} to {limit} pieces (the model's limit)"

@@ -65,7 +65,7 @@ class Recommendation:
     candidates: list[Candidate] = field(default_factory=list)
     warning: str | None = None  # e.g. "empty alert" or "alert truncated from 140 to 100 pieces"
     trust: float | None = None  # in [0, 1]; None for an empty alert
-    verdict: str | None = None  # one of seq2seq.trust.VERDICTS; None for an empty alert
+    verdict: str | None = None  # one of seq2seq.trust.VERDICTS; None for an empty alert (Recommender._unanswered)
     similar: list[Case] = field(default_factory=list)  # most similar first
 
     @property
@@ -187,8 +187,16 @@ class Recommender:
         for chunk, answers in self._decode_batches(batches, sources, together, config, finish):
             for i, answer in zip(chunk, answers, strict=True):
                 results[i] = answer
-        return [result or Recommendation(alert, [], [], encoded[i].warning)
+        return [result or self._unanswered(alert, encoded[i], judged=similar is not None)
                 for i, (alert, result) in enumerate(zip(alerts, results, strict=True))]
+
+    @staticmethod
+    def _unanswered(alert: str, source: Source, judged: bool) -> Recommendation:
+        """No answer: an empty alert gets no verdict, and one with no word the model knows is out of scope (trust 0),
+        as ``judged`` answers say, not null beside a technician's alert (an alert in a script the model never saw)."""
+        if judged and source.unfamiliar:
+            return Recommendation(alert, [], [], source.warning, trust=0.0, verdict="out-of-scope")
+        return Recommendation(alert, [], [], source.warning)
 
     def _judge(self, answered: list[Recommendation], similar: int,
                read: list[str] | None = None) -> Iterator[Recommendation]:

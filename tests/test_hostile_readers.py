@@ -164,10 +164,12 @@ def test_a_200_kb_quoted_csv_field_flags_its_row_from_the_cli(model, tmp_path):
 
 
 @pytest.mark.parametrize("alert", ["🔥🔥🔥", "🔥 💧 ⚠", "жжж 中文"])  # zero-width spaces alone: an empty alert
-def test_an_alert_with_no_known_word_gets_a_warning_not_an_answer(recommender, alert):
-    result = recommender.recommend([alert, LOG_ALERTS[0]])
+def test_an_alert_with_no_known_word_gets_a_warning_and_an_out_of_scope_verdict_not_an_answer(recommender, alert):
+    result = recommender.recommend([alert, LOG_ALERTS[0], " "])
     assert result[0].text == "" and "no word of the alert is known" in result[0].warning
+    assert (result[0].verdict, result[0].trust, result[0].similar) == ("out-of-scope", 0.0, [])  # not null: unlike all
     assert result[1].text and result[1].warning is None
+    assert (result[2].verdict, result[2].trust) == (None, None)  # an empty alert is no alert to judge
 
 
 def test_a_csv_of_csv_input_keeps_its_rows(recommender, tmp_path):

@@ -54,6 +54,13 @@ def test_an_out_of_scope_answer_gives_no_advice_only_a_struck_through_guess_and_
     assert "| pump vibration high | inspect pump bearings | 1.00 |" in page
 
 
+def test_an_alert_with_no_known_word_is_called_out_of_scope_with_no_recommendation():
+    unread = Recommendation("жжж", [], [], "no word of the alert is known to the model; no recommendation", 0.0,
+                            "out-of-scope")
+    page = alerts_markdown([recommendation_json(unread)])
+    assert f"**OUT OF SCOPE**: this alert is {UNLIKE_HISTORY}; no recommendation." in page
+
+
 def test_json_views_carry_trust_verdict_past_cases_and_word_attention():
     item = recommendation_json(recommendation("uncertain"))
     assert (item["trust"], item["verdict"]) == (0.1, "uncertain")

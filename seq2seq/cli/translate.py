@@ -261,7 +261,7 @@ def run_translate(args: argparse.Namespace) -> int:
             elif text.strip():
                 if result.warning:
                     print(f"warning: stdin: line {number}: {result.warning}", file=sys.stderr)
-                if result.verdict == "out-of-scope" and not args.json:  # --json carries the verdict itself
+                if result.verdict == "out-of-scope" and result.text and not args.json:  # --json says it itself
                     print(f"warning: stdin: line {number}: out of scope, {UNLIKE_HISTORY}: the recommendation "
                           f"written is {NOT_ADVICE}", file=sys.stderr)
             if args.json:

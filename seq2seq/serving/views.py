@@ -154,6 +154,8 @@ def alerts_markdown(alerts: list[dict[str, Any]], header: str = "") -> str:
             lines.append(f"{verdict_line(item)}. Check it by hand; the nearest past cases are below.")
         elif candidates:
             lines.append(f"{verdict_line(item)} — confidence {candidates[0]['confidence']:.2f} per piece")
+        elif item["verdict"] == "out-of-scope":  # no word the model knows: said as plainly as a guess would be
+            lines.append(f"{BADGES['out-of-scope']}: this alert is {UNLIKE_HISTORY}; no recommendation.")
         if item["similar"]:
             lines += ["", "| past alert | action taken | similarity |", "|---|---|---|"]
             lines += [f"| {as_written(c['alert'])} | {as_written(c['action'])} | {c['similarity']:.2f} |"
