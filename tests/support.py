@@ -278,7 +278,7 @@ def csv_input(tmp_path: Path) -> Path:
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as file:
+    with path.open(encoding="utf-8-sig", newline="") as file:  # as a spreadsheet reads it: a leading mark is no text
         return list(csv.DictReader(file))
 
 

@@ -295,6 +295,37 @@ def test_interrupted_job_resumed_gives_exactly_the_bytes_of_an_uninterrupted_run
     assert (summary.skipped_resume, summary.rows) == (4, len(LOG_ALERTS) - 4)
 
 
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_a_table_read_with_a_byte_order_mark_is_written_with_one_and_resumes_with_one(recommender, tmp_path, fmt):
+    """Excel on Windows saves "CSV UTF-8" with a mark, and opens a CSV without one in its local code page."""
+    source = tmp_path / "in.csv"
+    source.write_bytes(b"\xef\xbb\xbf" + csv_input(tmp_path).read_bytes())
+    whole, part = tmp_path / f"whole.{fmt}", tmp_path / f"part.{fmt}"
+    translate_file(recommender, source, whole, batch_size=1)
+    assert whole.read_bytes().startswith(b"\xef\xbb\xbfid") and whole.read_bytes().count(b"\xef\xbb\xbf") == 1
+    with pytest.raises(KeyboardInterrupt):
+        translate_file(recommender, source, part, chunk_rows=2, progress=stop_after(4), batch_size=1)
+    translate_file(recommender, source, part, chunk_rows=2, resume=True, batch_size=1)
+    assert part.read_bytes() == whole.read_bytes()
+    unmarked = tmp_path / f"unmarked.{fmt}"
+    translate_file(recommender, csv_input(tmp_path), unmarked, batch_size=1)
+    assert whole.read_bytes() == b"\xef\xbb\xbf" + unmarked.read_bytes()  # the mark and nothing else
+
+
+def test_an_output_begun_without_the_mark_of_its_input_resumes(recommender, tmp_path):
+    """Jobs begun before marks were kept: their header has none, and is this job's all the same."""
+    source = tmp_path / "in.csv"
+    source.write_bytes(b"\xef\xbb\xbf" + csv_input(tmp_path).read_bytes())
+    whole, part = tmp_path / "whole.csv", tmp_path / "part.csv"
+    translate_file(recommender, source, whole, chunk_rows=4)
+    lines = whole.read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines(keepends=True)
+    part.write_bytes(b"".join(lines[:7]))  # the header and 6 rows (none spans two lines), as an older job wrote them
+    record_path(part).write_bytes(record_path(whole).read_bytes())
+    summary = translate_file(recommender, source, part, chunk_rows=4, resume=True)
+    assert part.read_bytes() == b"".join(lines)
+    assert summary.skipped_resume == 4
+
+
 def test_a_job_resumed_mid_chunk_starts_again_at_that_chunk_and_writes_what_a_job_never_stopped_writes(
         recommender, tmp_path):
     source = csv_input(tmp_path)

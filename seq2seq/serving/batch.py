@@ -3,7 +3,8 @@
 Formats (``FORMATS``), by file extension or ``fmt`` for the input; the output takes the input's
 format unless its own extension names another:
 
-- ``csv``: a header row, standard quoting (fields may hold commas, quotes and line breaks).
+- ``csv``: a header row, standard quoting (fields may hold commas, quotes and line breaks). A CSV or TSV
+  output begins with a byte-order mark when the input did.
 - ``tsv``: a header row, one record per physical line, split on tabs, no quote processing (as
   ``seq2seq.corpus`` reads it). A tab or line break in a field written to TSV (possible only when
   the input is CSV or JSONL) is written as a space, and the row's ``error`` says in which columns.
@@ -56,7 +57,7 @@ from seq2seq.serving.destinations import (
     record_path,
 )
 from seq2seq.serving.incident_log import FORMATS, Row, count_rows, format_of, open_log, read_rows
-from seq2seq.serving.layout import Layout
+from seq2seq.serving.layout import BOM, Layout
 from seq2seq.serving.output import Sinks, check_new_outputs
 
 
@@ -185,12 +186,13 @@ class FileJob:
         if resume:
             check_resumable_input(input_path)
         with open_log(input_path) as file, contextlib.ExitStack() as held:
+            marked = file.peek(3)[:3] == BOM.encode()  # kept in the output (Layout)
             total = count_rows(file, in_fmt) if file.seekable() else None
             columns, rows = read_rows(file, input_path, in_fmt, self.column)
             if part is not None:
                 rows = itertools.islice(rows, part.start, part.stop)
                 total = None if total is None else len(range(total)[part])
-            layout = Layout(input_path, out_fmt, columns, self.search.n_best)
+            layout = Layout(input_path, out_fmt, columns, self.search.n_best, marked)
             if part is None:  # a split job is claimed once, for all its parts (seq2seq.serving.sharding)
                 held.enter_context(self.claimed(resume))
             try:

@@ -27,6 +27,7 @@ from seq2seq.files import KEPT_BYTES, escaped
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.serving.incident_log import Row
 
+BOM = "\ufeff"
 _LINE_BREAKS = re.compile(r"[\t\r\n]")
 _JSON_SPACE = " \t\r\n"  # what JSON allows between tokens
 _SPACE = re.compile(f"[{_JSON_SPACE}]*")
@@ -40,8 +41,11 @@ def row_error(row: Row, result: Recommendation | None) -> str:
 class Layout:
     """How rows are written in the output format: the header and each row with its added fields."""
 
-    def __init__(self, input_path: Path, fmt: str, columns: list[str], n_best: int) -> None:
+    def __init__(self, input_path: Path, fmt: str, columns: list[str], n_best: int, marked: bool = False) -> None:
+        """``marked``: the input began with a byte-order mark, which a table output then begins with too (Excel on
+        Windows writes one and reads a CSV without it as its local code page, accents garbled)."""
         self.input_path, self.fmt, self.columns, self.n_best = input_path, fmt, columns, n_best
+        self.marked = marked
         self.known = set(columns)
         pairs = [("recommendation", "score")] + [(f"recommendation_{k}", f"score_{k}") for k in range(2, n_best + 1)]
         self.added = [*itertools.chain.from_iterable(pairs), "trust", "verdict", "similar_action", "error"]
@@ -52,7 +56,9 @@ class Layout:
             raise DataError(f"{input_path}: repeated column names; JSONL output needs distinct keys")
 
     def header_text(self) -> str:
-        return self._table([[*self.columns, *self.added]]) if self.fmt in ("csv", "tsv") else ""
+        if self.fmt not in ("csv", "tsv"):
+            return ""
+        return (BOM if self.marked else "") + self._table([[*self.columns, *self.added]])
 
     def rows_text(self, rows: list[Row], results: list[Recommendation | None]) -> tuple[str, list[str]]:
         """The rows as written, and each row's ``error`` field as written: ``row_error``, and in TSV output the

@@ -21,7 +21,7 @@ from seq2seq.files import BYTES_KEPT, open_binary
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.serving.figures import heatmap_figure
 from seq2seq.serving.incident_log import Row
-from seq2seq.serving.layout import Layout
+from seq2seq.serving.layout import BOM, Layout
 from seq2seq.tables import split_tsv
 from seq2seq.words import as_typed, word_attention, word_spans
 from seq2seq.writing import sync_folder
@@ -180,12 +180,16 @@ def _row_ends(path: Path, quoted: bool, header: str) -> list[int]:
             first = next(records, None)
             if first is None:
                 return [0]
-            if first[0] != expected:
+            if _unmarked(first[0]) != _unmarked(expected):  # an output begun before marks were kept resumes too
                 raise DataError(f"{path}: its header is not this job's (another input, --column or --n-best); "
                                 "use another --output")
             ends = [first[1]]
         ends.extend(offset for _fields, offset in records)
         return ends
+
+
+def _unmarked(fields: list[str]) -> list[str]:
+    return [fields[0].removeprefix(BOM), *fields[1:]] if fields else fields
 
 
 def _input_part(layout: Layout, written: bytes) -> object:
