@@ -6,6 +6,7 @@ Reads ``../shared/data/maintnet/{train,dev}.tsv`` (problem -> action) by default
 attention type: train with ``scripts/configs/maintnet.json`` for at most ``--minutes`` of wall-clock
 time (early stopping on dev BLEU may end it sooner), reload ``best.pt`` through the one loading
 path, and decode the dev split greedily and with beam 5. Prints a Markdown table and writes JSON.
+Runs already in ``--output-dir`` are kept: the script refuses before training unless given ``--overwrite``.
 Nothing else should run on the machine meanwhile: the figures are speeds.
 """
 
@@ -30,6 +31,7 @@ from seq2seq.config import ModelConfig, SearchConfig, TokenizerConfig, TrainConf
 from seq2seq.corpus import read_parallel
 from seq2seq.evaluate import evaluate_corpus
 from seq2seq.recommender import Recommender
+from seq2seq.resume import refuse_earlier_runs
 from seq2seq.runs import build_trainer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +60,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--minutes", type=minutes, default=15.0, help="training budget per attention type (0: none)")
     p.add_argument("--output-dir", default=str(ROOT / "runs" / "benchmark"))
     p.add_argument("--json", default=None, help="write the results here (default OUTPUT_DIR/results.json)")
+    p.add_argument("--overwrite", action="store_true", help="replace the runs already in --output-dir")
     return p.parse_args()
 
 
@@ -86,7 +89,8 @@ def run_one(attention: str, args: argparse.Namespace, train, dev,
     model_config, train_config, tokenizer_config = planned
     out = Path(args.output_dir) / attention
     log = lambda line: print(f"[{attention}] {line}", file=sys.stderr, flush=True)  # noqa: E731
-    trainer = build_trainer(train, dev, out, model_config, train_config, tokenizer_config, overwrite=True, log=log)
+    trainer = build_trainer(train, dev, out, model_config, train_config, tokenizer_config, overwrite=args.overwrite,
+                            log=log)
     result = trainer.fit()
     recommender = Recommender.from_checkpoint(out / "best.pt")
     greedy = decode(recommender, dev, 1)
@@ -128,6 +132,8 @@ def main() -> int:
             return 2
     # Every attention type's configs before the first is trained: one that cannot be built fails in seconds.
     planned = {attention: configs(config_args(args.config, attention, args.minutes)) for attention in args.attention}
+    if not args.overwrite:  # every folder before the first is trained: a refusal after an hour's run loses it
+        refuse_earlier_runs([Path(args.output_dir) / attention for attention in args.attention])
     train, dev = read_parallel(args.train), read_parallel(args.dev)
     rows = [run_one(attention, args, train, dev, planned[attention]) for attention in args.attention]
     machine = describe_machine()

@@ -22,6 +22,7 @@ import torch
 from seq2seq.cli import run_script
 from seq2seq.config import RulConfig
 from seq2seq.config_checks import from_dict
+from seq2seq.resume import refuse_earlier_runs
 from seq2seq.rul.cmapss import read_cmapss
 from seq2seq.rul.evaluate import evaluate_windows, phm08_score, rmse
 from seq2seq.rul.runs import prepare_run, train_on_engines
@@ -45,11 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     config = from_dict(RulConfig, {"max_minutes": args.minutes, "seed": args.seed, "device": "cpu", "epochs": 1000},
                        "options", {"max_minutes": "--minutes", "seed": "--seed"})
-    earlier = next((Path(args.output_dir) / name for name in ("best.pt", "last.pt")
-                    if (Path(args.output_dir) / name).exists()), None)
-    if earlier is not None and not args.overwrite:
-        p.error(f"--output-dir {args.output_dir}: holds a run ({earlier.name}); pass --overwrite to replace it, or "
-                "choose another folder")
+    if not args.overwrite:
+        refuse_earlier_runs([Path(args.output_dir)])
     prepare_run(Path(args.output_dir), config, resume=False, overwrite=args.overwrite)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     result, valid = train_on_engines(read_cmapss(args.data), config, Path(args.output_dir), log)

@@ -43,6 +43,17 @@ def check_run_folder(folder: Path, resume: bool, overwrite: bool, lasts: list[Pa
                           "continue it, --overwrite to start over, or choose another --output-dir")
 
 
+def refuse_earlier_runs(folders: Iterable[Path], option: str = "--output-dir") -> None:
+    """For a benchmark script, which has no --resume: ConfigError naming the first of ``folders`` that holds a run
+    (its best.pt or last.pt), unless the caller passes --overwrite, so that a second run never replaces a first's
+    models and figures without a word."""
+    for folder in folders:
+        found = next((folder / name for name in ("best.pt", "last.pt") if (folder / name).exists()), None)
+        if found is not None:
+            raise ConfigError(f"{option}: {folder} holds a run ({found.name}); pass --overwrite to replace it, or "
+                              "choose another folder")
+
+
 def file_fingerprint(path: str | Path | None, records: Iterable[Any] = ()) -> dict[str, Any]:
     """What a run reads from ``path``, for ``--resume`` to prove it the same: the file's real path (None: the
     default, such as synthetic engines) and SHA-256, and a SHA-256 of the ``records`` read from it (which columns)."""

@@ -132,6 +132,19 @@ def test_the_attention_benchmark_checks_every_config_before_training_the_first(t
     assert not out.exists()
 
 
+def test_the_attention_benchmark_keeps_earlier_runs_unless_told_to_overwrite(tmp_path, monkeypatch, capsys):
+    data, out = tiny_data(tmp_path / "data"), tmp_path / "out"
+    (out / "luong-dot").mkdir(parents=True)
+    (out / "luong-dot" / "best.pt").write_bytes(b"an earlier run's model")
+    before = file_states(out / "luong-dot" / "best.pt")
+    result = run("benchmark_attention", ["--train", str(data.train), "--dev", str(data.dev), "--config",
+                                         str(equal_sizes_config(tmp_path / "config.json")), "--attention", "bahdanau",
+                                         "luong-dot", "--minutes", "0.01", "--output-dir", str(out)],
+                 monkeypatch, capsys)
+    assert_refused(result, str(out / "luong-dot"), "--overwrite")
+    assert file_states(out / "luong-dot" / "best.pt") == before and not (out / "bahdanau").exists()  # none trained
+
+
 @pytest.mark.slow  # trains four tiny models
 def test_the_attention_benchmark_compares_every_attention_type(tmp_path, monkeypatch, capsys):
     (tmp_path / "train.tsv").write_text(tsv(TINY_PAIRS * 4), encoding="utf-8")
