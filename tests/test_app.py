@@ -312,6 +312,24 @@ def test_a_file_payload_that_is_an_address_or_a_path_outside_the_uploads_is_refu
     assert os.getcwd() not in message and not fetched
 
 
+def test_a_folder_of_the_uploads_named_as_a_file_is_refused_so_the_clean_up_of_uploads_goes_on(client, tmp_path):
+    """Gradio deletes each input file with os.remove, which a folder stops: uploads would then stay for good."""
+    base = client.src.rstrip("/")
+    log = tmp_path / "log.csv"
+    log.write_text("source\npump vibration high\n", encoding="utf-8")
+    with httpx.Client(timeout=60) as http:
+        uploaded = Path(http.post(f"{base}/gradio_api/upload", files={"files": log.open("rb")}).json()[0])
+        for folder in (uploaded.parent, uploaded.parent.parent):  # the upload's own folder, and all of them
+            data = [{"path": str(folder), "meta": {"_type": "gradio.FileData"}}]
+            event = http.post(f"{base}/gradio_api/call/file_columns", json={"data": data}).json()["event_id"]
+            stream = http.get(f"{base}/gradio_api/call/file_columns/{event}").text
+            message = json.loads(stream.split("event: error", 1)[1].split("data: ", 1)[1].splitlines()[0])["error"]
+            assert "is not a file uploaded to this app" in message and "\n" not in message
+        data = [{"path": str(uploaded), "meta": {"_type": "gradio.FileData"}}]  # the file itself is read
+        event = http.post(f"{base}/gradio_api/call/file_columns", json={"data": data}).json()["event_id"]
+        assert "event: complete" in http.get(f"{base}/gradio_api/call/file_columns/{event}").text
+
+
 def test_a_server_path_named_in_a_request_is_never_read(client, tmp_path):
     secret = tmp_path / "train_secret.txt"
     secret.write_text("1 1 0 0 100" + " 1" * 21 + "\n", encoding="utf-8")

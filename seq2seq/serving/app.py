@@ -237,6 +237,10 @@ def not_uploaded(value: Any) -> None:
                         and is_in_or_equal(path, get_upload_folder())):
                     raise refusal(f"{str(path)[:60]!r} was not uploaded to this app: send the file itself (the "
                                   "page's upload box, gradio_client's handle_file), not a path or an address.")
+                if not os.path.isfile(path):  # a folder there would join Gradio's files to delete, and its
+                    # os.remove would stop the clean-up of every upload and result until the app restarts
+                    raise refusal(f"{str(path)[:60]!r} is not a file uploaded to this app (a folder, or an upload "
+                                  "deleted since): send the file itself.")
             pending.extend(item.values())
 
 
