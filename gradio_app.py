@@ -1,7 +1,7 @@
 """Technician UI: alerts in, repair recommendations out, with the attention behind each one.
 
     python gradio_app.py [--model PATH ...] [--rul-model PATH] [--default-dir DIR] [--feedback-db PATH]
-                         [--host 127.0.0.1] [--port 7860]
+                         [--host 127.0.0.1] [--port 7860] [--allowed-host NAME ...]
     python gradio_app.py --smoke-test [--model PATH ...] [--rul-model PATH] [--default-dir DIR]
 
 Tabs:
@@ -33,7 +33,8 @@ Serving: concurrent /recommend calls share decoder passes; one engine job and on
 queued behind its own kind only; the queue is bounded and cannot be skipped; ``GET /health`` and
 ``POST /api/recommend`` answer outside it (``App``). Uploads are capped at MAX_FILE_SIZE and only gr.File uploads
 are read; results and Gradio's copies are deleted after FILE_MAX_AGE_S and at shutdown (SIGTERM as Ctrl-C).
-Binds 127.0.0.1 unless ``--host`` says otherwise.
+Binds 127.0.0.1 unless ``--host`` says otherwise, and refuses requests that name it otherwise than by a loopback
+name or an ``--allowed-host``, and other sites' pages' requests (``seq2seq/serving/origins.py``).
 """
 
 from __future__ import annotations
@@ -224,6 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--feedback-db", type=folder, help="the SQLite file technicians' feedback goes to; default "
                         "feedback.sqlite in --default-dir (seq2seq feedback export/stats read it)")
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="a further name the app may be reached by (repeatable): a reverse proxy's public name. "
+                        "Requests naming another are refused, as are other sites' pages' requests")
     parser.add_argument("--port", type=whole_number(1, 65535), default=7860)
     parser.add_argument("--decoder-process", action=argparse.BooleanOptionalAction, default=True,
                         help="decode /recommend calls in a child process beside the app (default), so the app's "
@@ -250,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
                                     models_s=time.perf_counter() - started))
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # shut down as on Ctrl-C: caches get deleted
     try:
-        demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_FILE_SIZE)
+        demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_FILE_SIZE,
+                    allowed_hosts=tuple(args.allowed_host))
     except OSError as err:  # the port taken since the check
         parser.exit(2, f"gradio_app: error: {unservable(args.host, args.port, err)}\n")
     finally:  # launch returns once Ctrl-C or SIGTERM has closed the server

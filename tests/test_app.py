@@ -330,6 +330,21 @@ def test_a_folder_of_the_uploads_named_as_a_file_is_refused_so_the_clean_up_of_u
         assert "event: complete" in http.get(f"{base}/gradio_api/call/file_columns/{event}").text
 
 
+def test_another_name_for_the_app_or_another_sites_page_gets_403_and_programs_pass(client):
+    """DNS rebinding (a page pointing its own name at 127.0.0.1) and cross-site POSTs (seq2seq/serving/origins.py)."""
+    base = client.src.rstrip("/")
+    assert httpx.get(f"{base}/health", headers={"host": "evil.example"}).status_code == 403
+    stranger = {"origin": "https://evil.example", "content-type": "text/plain"}  # no preflight for text/plain
+    refused = httpx.post(f"{base}/api/recommend", content=json.dumps({"data": [UI_ALERTS[0]]}), headers=stranger)
+    assert refused.status_code == 403 and "another site" in refused.json()["detail"]
+    upload = httpx.post(f"{base}/gradio_api/upload", files={"files": ("a.csv", b"source\negt high\n", "text/csv")},
+                        headers={"origin": "https://evil.example"})
+    assert upload.status_code == 403
+    own_page = {"origin": base}
+    assert httpx.post(f"{base}/api/recommend", json={"data": [UI_ALERTS[0]]}, headers=own_page).status_code == 200
+    assert httpx.post(f"{base}/api/recommend", json={"data": [UI_ALERTS[0]]}).status_code == 200  # a program
+
+
 def test_a_server_path_named_in_a_request_is_never_read(client, tmp_path):
     secret = tmp_path / "train_secret.txt"
     secret.write_text("1 1 0 0 100" + " 1" * 21 + "\n", encoding="utf-8")

@@ -24,6 +24,7 @@ from starlette.middleware import Middleware
 
 from seq2seq.serving.gate import MAX_BODY, ServiceGate
 from seq2seq.serving.handlers import Handlers
+from seq2seq.serving.origins import Origins
 from seq2seq.serving.requests import refusal
 
 # /recommend calls wait on the event loop for a shared decoder pass (batcher.py), so a shift's worth run
@@ -149,15 +150,18 @@ class App(gr.Blocks):
         self._state_holder = holder
 
     def launch(self, *args, app_kwargs: dict | None = None, max_threads: int = MAX_THREADS,
-               state_session_capacity: int = SESSIONS, show_error: bool = True, **kwargs):
+               state_session_capacity: int = SESSIONS, show_error: bool = True, allowed_hosts: tuple[str, ...] = (),
+               **kwargs):
         """Gradio's launch, with the gate; ``show_error``: an error Gradio itself raises on a request (a file
         payload naming a path no one uploaded) reaches the caller as its message, not ``{"error": null}``;
-        the handlers' own errors are readable ``gr.Error``s either way."""
+        the handlers' own errors are readable ``gr.Error``s either way. ``allowed_hosts``: names beyond the
+        loopback ones the app may be reached by (origins.py)."""
         app_kwargs = dict(app_kwargs or {})
+        bound = kwargs.get("server_name") or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"  # as Gradio binds
         gate = Middleware(ServiceGate, status=lambda: self.handlers.health(len(self._queue)),
                           recommend=self.handlers.recommend_direct, limit=self.recommend_concurrency,
                           max_body=MAX_REQUEST_BODY, max_file_size=lambda: self.max_file_size,
-                          endpoints=self.endpoints, streams=self.has_stream)
+                          endpoints=self.endpoints, streams=self.has_stream, origins=Origins(bound, allowed_hosts))
         app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), gate]
         # What is loaded by now (torch, Gradio, the models and case memories: some 400,000 objects) lives as long
         # as the app. Left in the collector's sight, every full collection walks it all and stops serving for

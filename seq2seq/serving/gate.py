@@ -3,6 +3,8 @@ when full, and "too large" for a request body over its route's cap.
 
 An ASGI middleware (``demo.launch(app_kwargs={"middleware": [Middleware(ServiceGate, status=...)]})``):
 
+- a request from another site's page, or naming the app by a name not its own, gets HTTP 403 and one line
+  (``origins.py``: DNS rebinding and cross-site requests);
 - ``GET /health`` answers at once, outside Gradio's queue (a full queue must not make a healthy app
   look dead to a process supervisor or load balancer), with the JSON of ``status()``: at least
   ``status`` ("ok"), whether the models are loaded, and how many requests wait;
@@ -53,6 +55,7 @@ from seq2seq.errors import DataError
 from seq2seq.jsonl import distinct_keys
 from seq2seq.jsontext import parse_json
 from seq2seq.serving.bodies import Answer, Message, Metered, Receive, Replay, Scope, Send, body_messages, capped_body
+from seq2seq.serving.origins import Origins
 from seq2seq.serving.routes import (
     CALL_PREFIX,
     DEEP_LINK_PATH,
@@ -87,14 +90,17 @@ class ServiceGate:
     uploaded file (bytes, None for none), read per request because Gradio sets it as it launches; ``max_held``: the
     bytes all requests in flight may hold in bodies, as received; ``body_idle_s``: how long a body may pause;
     ``endpoints``: the names ``/gradio_api/call/NAME`` takes and the public ones, for the 404 of any other;
+    ``origins``: which requests are refused by where they come from (None: none);
     ``streams(event_id=..., session_hash=...)``: whether a call's or a session's event stream has messages to read."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], status: Callable[[], dict],
                  recommend: Callable[[Any], Awaitable[dict]] | None = None, limit: int = 1,
                  max_body: int = MAX_BODY, max_file_size: Callable[[], int | None] = lambda: None,
                  max_held: int = MAX_HELD, body_idle_s: float = BODY_IDLE_S,
-                 endpoints: Endpoints | None = None, streams: Streams | None = None) -> None:
+                 endpoints: Endpoints | None = None, streams: Streams | None = None,
+                 origins: Origins | None = None) -> None:
         self.app, self.status, self.recommend, self.endpoints = app, status, recommend, endpoints
+        self.origins = origins
         self.streams = streams
         self.limit, self.running = limit, 0
         self.max_body, self.max_file_size = max_body, max_file_size
@@ -102,8 +108,15 @@ class ServiceGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = route_path(scope)
+        foreign = self.origins.fault(scope) if self.origins is not None and scope["type"] != "lifespan" else None
+        if foreign is not None and scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008, "reason": foreign[:120]})  # HTTP 403 before a socket
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if foreign is not None:
+            await _respond(send, 403, {"detail": foreign})
             return
         if path == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
             await _respond(send, 200, self.status())
