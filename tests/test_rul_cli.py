@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from support import (
     trained_rul,
     training_threads,
 )
+from test_checkpoint import Filling
 
+from seq2seq import writing
 from seq2seq.catalog import sensor
 from seq2seq.cli.rul import advice_line
 from seq2seq.recommender import Candidate, Recommendation
@@ -303,6 +306,30 @@ def test_a_second_run_into_the_same_folder_is_refused_until_told_to_resume_or_ov
     replaced = run_cli(*again, "--overwrite")
     assert replaced.status == 0, replaced.stderr
     assert [json.loads(line)["epoch"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()] == [1]
+
+
+def test_a_disk_that_fills_mid_run_is_one_line_naming_the_file_and_resume_goes_on_from_the_last_whole_epoch(
+        rul_run, tmp_path, monkeypatch):
+    fdopen, opened = os.fdopen, []
+
+    def filling(fd, mode):  # epoch 1's best.pt and last.pt fit; then the disk is full
+        opened.append(fd)
+        return fdopen(fd, mode) if len(opened) <= 2 else Filling(fdopen(fd, mode), 0)
+
+    command = ["rul", "train", "--data", str(rul_run.train), "--output-dir", str(tmp_path / "run"), "--config",
+               str(rul_run.config), "--epochs", "3", "--device", "cpu"]
+    monkeypatch.setattr(writing.os, "fdopen", filling)
+    failed = run_cli(*command)
+    monkeypatch.undo()
+    last_line = failed.stderr.rstrip("\n").rsplit("\n", 1)[-1]  # after the run's log lines
+    assert failed.status == 2 and "Traceback" not in failed.stderr, failed.stderr
+    assert last_line.startswith(f"seq2seq: error: {tmp_path / 'run'}/") and last_line.endswith(
+        ": cannot write (No space left on device)"), last_line
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["best.pt", "last.pt", "metrics.jsonl"]  # no temp
+    resumed = run_cli(*command, "--resume")
+    assert resumed.status == 0, resumed.stderr
+    epochs = [json.loads(line)["epoch"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2, 3]  # epoch 2, cut short by the full disk, trained again once
 
 
 def test_a_recipe_cut_short_by_ctrl_c_resumes_keeping_its_finished_members(rul_run, tmp_path, monkeypatch):
