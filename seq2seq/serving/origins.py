@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+CHANGING_METHODS = ("POST", "PUT", "PATCH", "DELETE")  # what a cross-site page may not ask
 
 
 def is_loopback(name: str | None) -> bool:
@@ -65,7 +65,7 @@ class Origins:
                     "points its own name at this machine is refused); to serve it under that name, start it with "
                     "--allowed-host NAME")
         origin = headers.get(b"origin")
-        if origin is None or scope.get("method") not in BODY_METHODS:
+        if origin is None or scope.get("method") not in CHANGING_METHODS:
             return None
         try:  # "null": a sandboxed frame or a file on disk
             sender = urlsplit(origin).netloc if origin != "null" else ""
