@@ -84,22 +84,25 @@ class Start:
                 ) -> tuple[ParallelCorpus, ParallelCorpus, ParallelCorpus]:
         """What the run trains on (``new``, with the old pairs unless ``replay`` is off), the cases its best.pt
         keeps (``new``, then the old pairs) and the new pairs it can learn. A new pair whose action is over
-        ``max_target_length`` pieces is not trained on (``ParallelDataset`` skips it), so it does not push its
-        alert's old pairs out of the replay either."""
+        ``max_target_length`` pieces, or that the vocabulary cannot write, is not trained on (the model would learn
+        to say "⁇" for what it cannot spell: "⁇ eplaced backup alarm ⁇ 55-1032"), so it does not push its alert's
+        old pairs out of the replay either."""
         cases = ParallelCorpus(new.path, [*new.examples, *self.old], [])
-        too_long = set()
+        left_out = set()
         for example in new.examples:  # fine-tuning keeps the vocabulary: what it cannot write is never learned
             pieces = self.tokenizer.encode_target(example.target)
             if len(pieces) > max_target_length:
-                too_long.add(example.line)
+                left_out.add(example.line)
                 log(f"warning: {new.path}: line {example.line}: the action is {len(pieces)} pieces, over "
                     f"train.max_target_length ({max_target_length}), so it is not trained on; its alert's old "
                     "answers stay in the replay")
                 continue
             written = self.tokenizer.decode_target(pieces)
             if normalize(written) != normalize(self.tokenizer.normalize_target(example.target)):
+                left_out.add(example.line)
                 log(f"warning: {new.path}: line {example.line}: the vocabulary of {self.path} cannot write the action "
-                    f"{shown(repr(example.target))} (it reads {shown(repr(written))}), so it cannot be learned")
+                    f"{shown(repr(example.target))} (it reads {shown(repr(written))}), so it is not trained on; its "
+                    "alert's old answers stay in the replay")
         answers: dict[str, set[str]] = {}
         for example in new.examples:
             answers.setdefault(self.tokenizer.normalize_source(example.source), set()).add(normalize(example.target))
@@ -107,11 +110,11 @@ class Start:
         if torn:  # a model gives an alert one answer: at most one of them can be learned
             log(f"warning: {new.path}: corrections disagree about {counted(len(torn), 'alert')} "
                 f"({shown(repr(torn[0]))} has {len(answers[torn[0]])} answers); a model learns one answer for each")
-        learnable = [e for e in new.examples if e.line not in too_long]  # named above; not counted again below
+        learnable = [e for e in new.examples if e.line not in left_out]  # named above; not counted again below
         learn = ParallelCorpus(new.path, learnable, new.skipped)
         if not learnable:
-            raise DataError(f"{new.path}: every new pair's action is over train.max_target_length "
-                            f"({max_target_length}); nothing to learn")
+            raise DataError(f"{new.path}: no new pair can be learned (each action is over train.max_target_length "
+                            f"({max_target_length}), or has characters the vocabulary of {self.path} cannot write)")
         if not self.old:  # a last.pt never carries one; a best.pt written before cases were kept neither
             log(f"{self.path} carries no case memory (a last.pt, or a best.pt written before cases were kept; a run's "
                 f"best.pt has one): nothing is mixed in, training on the {len(learnable)} new pairs alone, and the "

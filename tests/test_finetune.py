@@ -23,7 +23,7 @@ from seq2seq.serving.feedback import Feedback
 from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.tokenizer import normalize
 
-CORRECTIONS = [("pump vibration high", "replace pump coupling"), ("fan speed low", "check fan motor relay")]
+CORRECTIONS = [("pump vibration high", "replace pump coupling"), ("fan speed low", "check fan motor cooling")]
 
 
 @pytest.fixture(scope="module")
@@ -152,20 +152,27 @@ def test_corrections_all_too_long_to_train_on_are_refused_before_a_run_that_woul
     start = Start.load(run.best)
     long_action = " ".join([TINY_PAIRS[0][1]] * 10)
     pieces = len(start.tokenizer.encode_target(long_action))
-    with pytest.raises(DataError, match=rf"^c.tsv: every new pair's action is over train.max_target_length "
-                                        rf"\({pieces - 1}\); nothing to learn$"):
+    with pytest.raises(DataError, match=rf"^c.tsv: no new pair can be learned \(each action is over "
+                                        rf"train.max_target_length \({pieces - 1}\), or has characters "):
         start.corpora(ParallelCorpus("c.tsv", [Example(TINY_PAIRS[1][0], long_action, 2)], []), True,
                       lambda line: None, pieces - 1)
 
 
-def test_a_correction_the_vocabulary_cannot_write_is_named_and_the_others_are_not(run):
+def test_a_correction_the_vocabulary_cannot_write_is_named_and_not_trained_on_and_the_others_are(run):
+    """Trained on, it taught the model to answer "⁇ eplaced backup alarm ⁇ 55-1032" (found by a probe)."""
     start = Start.load(run.best)
     lines = []
-    new = [Example(TINY_PAIRS[0][0], TINY_PAIRS[1][1], 2), Example(TINY_PAIRS[1][0], "replace part ζ-88231", 3)]
-    start.corpora(ParallelCorpus("c.tsv", new, []), True, lines.append, 100)
+    alert = TINY_PAIRS[1][0]
+    new = [Example(TINY_PAIRS[0][0], TINY_PAIRS[1][1], 2), Example(alert, "replace part ζ-88231", 3)]
+    train, cases, learn = start.corpora(ParallelCorpus("c.tsv", new, []), True, lines.append, 100)
     warnings = [line for line in lines if line.startswith("warning: ")]
     assert len(warnings) == 1 and warnings[0].startswith("warning: c.tsv: line 3: the vocabulary of ")
-    assert "cannot write the action 'replace part ζ-88231'" in warnings[0]
+    assert "cannot write the action 'replace part ζ-88231'" in warnings[0] and "not trained on" in warnings[0]
+    assert "replace part ζ-88231" not in {e.target for e in train.examples}
+    assert [e.line for e in learn.examples] == [2]  # what the run counts as learned
+    old = {(e.source, e.target) for e in start.old if e.source == alert}
+    assert old and old <= {(e.source, e.target) for e in train.examples}  # its alert keeps its old answers
+    assert "replace part ζ-88231" in {e.target for e in cases.examples}  # still a past case, as the technician wrote
 
 
 def test_corrections_that_disagree_about_one_alert_are_named(run):
