@@ -243,6 +243,22 @@ def test_train_reads_an_export_by_its_alert_and_action_columns(filled, tmp_path)
         ('say "hi"', "inspect and re-torque")]
 
 
+def test_an_export_names_its_columns_as_the_dev_file_does_so_one_pair_of_column_flags_reads_both(filled, tmp_path):
+    """A history with its own column names (fault, fix): train's --source-column reads the export and the dev file
+    alike, where the export's fixed alert/action refused one or the other (found by a probe of the feedback loop)."""
+    output = tmp_path / "corrections.tsv"
+    result = run_cli("feedback", "export", "--db", str(filled.path), "--output", str(output), "--source-column",
+                     "fault", "--target-column", "fix")
+    assert result.status == 0, result.stderr
+    assert output.read_text(encoding="utf-8").split("\n")[0] == "fault\tfix"
+    corpus = read_parallel(output, "fault", "fix")
+    assert [e.source for e in corpus.examples] == ["pump vibration high", "fan speed low", 'say "hi"']
+    for flags, words in ((["--source-column", "fix"], "both 'fix'"), (["--source-column", "a\tb"], "no tab")):
+        refused = run_cli("feedback", "export", "--db", str(filled.path), "--output", str(tmp_path / "x.tsv"),
+                          "--target-column", "fix", *flags)
+        assert refused.status == 2 and words in refused.stderr and not (tmp_path / "x.tsv").exists()
+
+
 @pytest.mark.parametrize("suffix", ["", "-wal"])
 def test_export_never_writes_over_the_database(filled, suffix):
     target = filled.path.with_name(filled.path.name + suffix)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from seq2seq.cli.common import path_flag
-from seq2seq.errors import DataError
+from seq2seq.errors import ConfigError, DataError
 from seq2seq.files import make_folder
 from seq2seq.serving.destinations import check_distinct
 from seq2seq.serving.feedback import one_line
@@ -26,9 +26,22 @@ def add_feedback_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--db", required=True, type=path_flag,
                    help="the app's feedback database (gradio_app.py --feedback-db)")
     p.add_argument("--output", required=True, type=path_flag, help="the TSV to write (replaced if it exists)")
+    p.add_argument("--source-column", default="alert", type=column_name,
+                   help="the alert column's name (default alert): as your dev file names it, since seq2seq train "
+                   "reads both files by the same --source-column")
+    p.add_argument("--target-column", default="action", type=column_name,
+                   help="the action column's name (default action), likewise")
     p = sub.add_parser("stats", help="records, right, wrong, corrected, learnable, translators, technicians")
     p.add_argument("--db", required=True, type=path_flag)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def column_name(text: str) -> str:
+    """An argparse ``type``: a TSV column's name, which holds no tab or line break and is not blank."""
+    if not text.strip() or any(c in text for c in "\t\r\n"):
+        raise argparse.ArgumentTypeError(f"a column name needs a character other than spaces, and no tab or line "
+                                         f"break; got {text!r}")
+    return text
 
 
 def run_feedback(args: argparse.Namespace) -> int:
@@ -47,6 +60,8 @@ def run_export(args: argparse.Namespace) -> int:
     if output.is_dir():
         raise DataError(f"{output}: is a directory; --output needs a file name")
     check_replaceable(output)  # a pipe or a device is refused as that, whatever its name
+    if args.source_column == args.target_column:
+        raise ConfigError(f"--source-column and --target-column are both {args.source_column!r}; name two columns")
     if output.suffix.lower() != ".tsv":  # the one name seq2seq train reads tab-separated pairs from
         raise DataError(f"{output}: export writes tab-separated pairs, which seq2seq train reads only from a .tsv "
                         "file; name it .tsv")
@@ -58,7 +73,8 @@ def run_export(args: argparse.Namespace) -> int:
         store.close()
     pairs = [(one_line(r.feedback.alert), r.feedback.action) for r in records if r.feedback.action]
     make_folder(output.parent)
-    write_atomic(output, "".join(f"{alert}\t{action}\n" for alert, action in [("alert", "action"), *pairs]))
+    header = (args.source_column, args.target_column)
+    write_atomic(output, "".join(f"{alert}\t{action}\n" for alert, action in [header, *pairs]))
     print(f"wrote {len(pairs)} alert/action pairs of {len(records)} records to {output} "
           f"({len(records) - len(pairs)} without an action: 'wrong' with no correction)", file=sys.stderr)
     escaped = [str(r.id) for r in records if r.feedback.controls]
