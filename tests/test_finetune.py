@@ -67,6 +67,13 @@ def test_fine_tuning_starts_from_the_checkpoint_s_weights_tokenizer_and_configur
     assert all(torch.equal(after["weights"][k], before["weights"][k]) for k in before["weights"])
 
 
+def test_the_log_counts_what_is_trained_on_as_the_new_pairs_and_the_replay_not_as_the_file(run, corrections, frozen):
+    """"corrections.tsv: 416 pairs" read as the file's count, which held 21 (found by a probe of the feedback loop)."""
+    lines = frozen[1].stderr.splitlines()
+    assert any(line.startswith(f"the new pairs of {corrections} and the replay of {run.best}: ") for line in lines)
+    assert not any(line.startswith(f"{corrections}: ") and " pairs; " in line for line in lines)
+
+
 def test_fine_tuning_learns_from_the_corrections(run, corrections, tmp_path):
     result = fine_tune(run, corrections, tmp_path / "run", "--learning-rate", "0.01")
     assert result.status == 0, result.stderr

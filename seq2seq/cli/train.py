@@ -206,7 +206,10 @@ def train_one(args: argparse.Namespace, train: ParallelCorpus, dev: ParallelCorp
                             args.resume, args.overwrite, log, world,
                             (start.model, start.tokenizer) if start else None, cases, learn=learn,
                             start_from=(start.path, args.replay) if start else None)
-    log(f"{args.train or 'embedded corpus'}: {trainer.train_set.summary()}")
+    read = args.train or "embedded corpus"
+    if start is not None:  # the new pairs, repeated, and the replay: not the file's own count
+        read = f"the new pairs of {read}" + (f" and the replay of {start.path}" if args.replay and start.old else "")
+    log(f"{read}: {trainer.train_set.summary()}")
     model = trainer.model
     log(f"training {model.config.attention} ({count_parameters(model):,} parameters) "
         f"on {len(trainer.train_set)} pairs, validating on {len(dev.examples)}, device {trainer.device}")
