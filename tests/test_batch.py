@@ -139,9 +139,11 @@ def test_n_best_adds_numbered_recommendation_and_score_columns(recommender, tmp_
 @pytest.mark.parametrize(("header", "column", "chosen"), [
     (("id", "problem", "note"), None, "problem"), (("Source", "note"), None, "Source"),
     (("Source", "problem"), None, "problem"),  # exact names first, as seq2seq.corpus chooses
-    (("alert",), None, "alert"), (("id", "alert", "note"), "alert", "alert")])
-def test_alert_column_is_the_named_one_else_source_then_problem_then_the_only_one(recommender, tmp_path, header,
-                                                                                   column, chosen):
+    (("alert",), None, "alert"), (("id", "alert", "note"), "alert", "alert"),
+    (("id", "alert", "note"), None, "alert"),  # a feedback export's column: train and evaluate read it so too
+    (("problem", "alert"), None, "problem")])
+def test_alert_column_is_the_named_one_else_source_then_problem_then_alert_then_the_only_one(recommender, tmp_path,
+                                                                                            header, column, chosen):
     rows = [[alert if name == chosen else "x" for name in header] for alert in LOG_ALERTS[:2]]
     translate_file(recommender, write_csv(tmp_path / "in.csv", rows, header), tmp_path / "out.csv", column)
     assert [r["recommendation"] for r in read_csv(tmp_path / "out.csv")] == recommender.translate(LOG_ALERTS[:2])
@@ -488,7 +490,7 @@ def test_heatmaps_writes_one_png_per_translated_row(recommender, tmp_path):
 
 
 @pytest.mark.parametrize(("name", "content", "message"), [
-    ("in.csv", "id,text\n1,pump\n", "no column 'source' or 'problem' (columns found: id, text)"),
+    ("in.csv", "id,text\n1,pump\n", "no column 'source' or 'problem' or 'alert' (columns found: id, text)"),
     ("in.tsv", "source\tnote\npump\tx\nbelt\n", "line 3: expected 2 tab-separated fields, found 1"),
     ("in.csv", 'source\n"pump\n', "line 2: malformed comma-separated record"),
     ("in.jsonl", '{"source": "pump"}\n[1]\n', "line 2: expected a JSON object, found an array"),

@@ -97,7 +97,7 @@ def test_a_table_with_old_mac_line_endings_is_refused_in_plain_words(tmp_path, n
     assert "old Mac line endings" in str(caught.value) and "universal-newline" not in str(caught.value)
 
 
-# -- the alert key of a JSONL log: the rule (source, else problem, else the only key) over the whole log -----
+# -- the alert key of a JSONL log: the rule (source, else problem, else alert, else the only key) over the log ------
 class Unseekable(io.BytesIO):
     """A log that cannot be read ahead, as a pipe."""
 

@@ -67,7 +67,8 @@ def add_file_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", type=path_flag,
                    help="translate this file (.csv/.tsv/.jsonl with a column of alerts, or .txt)")
     p.add_argument("--output", type=path_flag, help="the input's rows with recommendation, score and error added")
-    p.add_argument("--column", help="alert column or key (default: source, else problem, else the only one)")
+    p.add_argument("--column",
+                   help="alert column or key (default: source, else problem, else alert, else the only one)")
     p.add_argument("--format", choices=FORMATS, help="of the input, when its extension does not say")
     p.add_argument("--attention-out", type=path_flag,
                    help="JSONL file: source pieces, target pieces and attention per row")

@@ -1,5 +1,5 @@
 """Which key of a JSONL incident log holds the alert: the one a user names, else the rule (source, else problem,
-else the only key), which must take the same key over the whole log (``seq2seq.serving.batch``'s formats).
+else alert, else the only key), which must take the same key over the whole log (``seq2seq.serving.batch``'s formats).
 ``incident_log`` reads the records; this module only judges their keys.
 """
 
@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from seq2seq.corpus import SOURCE_NAMES
 from seq2seq.errors import DataError, shown
 from seq2seq.tables import choose_column
 
-ALERT_COLUMNS = ("source", "problem")  # the default alert column, in order of preference
+ALERT_COLUMNS = SOURCE_NAMES  # the default alert column, in order of preference: as train and evaluate read one
 
 
 class AlertKey:

@@ -10,7 +10,8 @@ format unless its own extension names another:
   the input is CSV or JSONL) is written as a space, and the row's ``error`` says in which columns.
 - ``jsonl``: one JSON object per line; each is written back as its own text, every value as it was written
   (``layout.Layout``), with the new keys added. When no alert key is named, the rule (source, problem,
-  the only key) must take the same key over the whole log as over its first readable record, or the file is refused.
+  alert, the only key) must take the same key over the whole log as over its first readable record, or the file
+  is refused.
 - ``txt``: one alert per line (its column is ``source`` in other output formats). As output: one
   recommendation per line (``text<TAB>score`` pairs with n-best > 1, as on stdout), an empty line
   for a failed row, and each row's error on stderr with its input line number.
