@@ -13,6 +13,7 @@ import argparse
 from concurrent.futures import ThreadPoolExecutor
 
 import gradio as gr
+import httpx
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
@@ -139,6 +140,24 @@ def test_feedback_on_a_shown_recommendation_keeps_its_translator_score_and_trust
     assert record.shown.translator == model_digest(recommender)
     assert record.shown.score == pytest.approx(shown["score"], abs=1e-4)
     assert (record.shown.trust, record.shown.trust_verdict) == (pytest.approx(item["trust"]), item["verdict"])
+
+
+def test_an_answer_marked_wrong_before_says_so_when_the_app_gives_it_again_with_what_was_done_instead(served):
+    """A fine-tuned model still gave answers technicians had marked wrong, confidently, and nothing said so (found
+    by a probe of the feedback loop)."""
+    client, _, _ = served
+    alert = UI_ALERTS[2]
+    before = client.predict(alert, "tiny", 1, 1, api_name="/recommend")["alerts"][0]
+    assert before["marked_wrong"] is None
+    answer = before["recommendations"][0]["text"]
+    client.predict(alert.upper(), answer, "wrong", "replaced the whole unit", api_name="/feedback")  # case aside
+    client.predict(alert, answer, "wrong", api_name="/feedback")  # no correction: counted, nothing to show
+    client.predict(alert, "another answer", "wrong", "not this one", api_name="/feedback")
+    data = client.predict(alert, "tiny", 1, 1, api_name="/recommend")
+    marked = data["alerts"][0]["marked_wrong"]
+    assert (marked["times"], marked["corrections"]) == (2, ["replaced the whole unit"]) and marked["last"][:2] == "20"
+    direct = httpx.post(f"{client.src.rstrip('/')}/api/recommend", json={"data": [alert, "tiny"]}).json()
+    assert direct["alerts"][0]["marked_wrong"]["times"] == 2
 
 
 def test_feedback_on_text_the_app_never_showed_keeps_no_score(served):

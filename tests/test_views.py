@@ -61,6 +61,21 @@ def test_an_alert_with_no_known_word_is_called_out_of_scope_with_no_recommendati
     assert f"**OUT OF SCOPE**: this alert is {UNLIKE_HISTORY}; no recommendation." in page
 
 
+def test_an_answer_marked_wrong_before_is_said_beside_it_with_what_was_done_instead():
+    item = {**recommendation_json(recommendation("confident")),
+            "marked_wrong": {"times": 2, "last": "2026-11-29T13:00:00.000+00:00", "corrections": ["fix *A*", "B"]}}
+    page = alerts_markdown([item])
+    assert ("**Marked wrong** for this alert by technicians 2 times (last 2026-11-29); what they did instead: "
+            "*fix \\*A\\*; B*.") in page
+    once = {**item, "marked_wrong": {"times": 1, "last": "2026-11-29", "corrections": []}}
+    assert "by technicians once (last 2026-11-29)." in alerts_markdown([once])
+    assert "Marked wrong" not in alerts_markdown([{**item, "marked_wrong": None}])
+    engine = engine_markdown({"unit": 1, "source": "bundled", "rul": 50.0, "health": "degrading",
+                              "health_probabilities": {"degrading": 1.0}, "note": "", "recommendations": [item],
+                              "alerts": [{"line": "degrading: pump vibration high", "cycle": 9}]})
+    assert "**inspect pump bearings** **Marked wrong** for this alert by technicians 2 times" in engine
+
+
 def test_json_views_carry_trust_verdict_past_cases_and_word_attention():
     item = recommendation_json(recommendation("uncertain"))
     assert (item["trust"], item["verdict"]) == (0.1, "uncertain")

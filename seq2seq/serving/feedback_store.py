@@ -29,6 +29,7 @@ from seq2seq.serving.feedback import Feedback, Record, Shown
 
 SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's lock before giving up
+MAX_ASKED = 500  # recommendations looked up at once (SQLite binds at most 999 parameters in a statement)
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # version 1
@@ -225,6 +226,21 @@ class FeedbackStore:
                     found = SQLITE_TYPES.get(type(value), type(value).__name__)
                     raise DataError(f"{self.path}: record {shown(str(row[0]))}: {name} is not {what} (found {found})")
         return [Record(row[0], row[1], Feedback(*row[2:7]), Shown(*row[7:])) for row in rows]
+
+    def marked_wrong(self, recommendations: list[str]) -> list[tuple[str, str, str, str]]:
+        """(alert, recommendation, correction, time) of each record that marked one of ``recommendations`` wrong,
+        newest first: what the app shows beside an answer it gives again (``seq2seq.serving.marked``)."""
+        wanted = list(dict.fromkeys(recommendations))[:MAX_ASKED]
+        if not wanted:
+            return []
+        query = ("SELECT alert, recommendation, correction, time FROM feedback WHERE verdict = 'wrong' AND "
+                 f"recommendation IN ({', '.join('?' * len(wanted))}) ORDER BY id DESC")
+        with self._lock:
+            try:
+                rows = self._db.execute(query, wanted).fetchall()
+            except sqlite3.Error:  # another program's undecodable text: records() names it; nothing to show here
+                return []
+        return [row for row in rows if all(isinstance(value, str) for value in row)]
 
     def _undecodable(self, rows: list[tuple]) -> DataError:
         """The DataError for the first text value in ``rows`` (read as bytes) that is not UTF-8, which only another

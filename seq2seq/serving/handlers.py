@@ -36,6 +36,7 @@ from seq2seq.serving.feedback_store import FeedbackStore
 from seq2seq.serving.figures import attention_figure, deviation_figure, heatmap_figure, recommendation_figures
 from seq2seq.serving.gate import Refused
 from seq2seq.serving.incident_log import read_columns
+from seq2seq.serving.marked import mark_wrong_answers
 from seq2seq.serving.requests import (
     alert_lines,
     event_listened,
@@ -185,6 +186,7 @@ class Handlers:
                 "members": len(getattr(recommender.model, "members", [None])),  # an ensemble's attention is their mean
                 "beam_size": search.beam_size, "n_best": search.n_best, "confidence": views.CONFIDENCE_NOTE,
                 "alerts": [views.recommendation_json(r) for r in recommendations]}
+        mark_wrong_answers(self.feedback_panel.store, data["alerts"])
         return data, recommendations
 
     def show_recommendations(self, summary: str, recommendations: list[Recommendation], level: str):
@@ -232,6 +234,7 @@ class Handlers:
             report = self.monitor.analyse(engine, recommender, search)
         self.shown.remember(self.digests[translator], report.recommendations)
         data = {**views.engine_json(report, source), "translator": translator, "beam_size": search.beam_size}
+        mark_wrong_answers(self.feedback_panel.store, data["recommendations"])
         return data, views.engine_markdown(data), report  # as /recommend: shown from a State
 
     def show_engine(self, summary: str, report: EngineReport):

@@ -116,6 +116,14 @@ def verdict_line(item: dict[str, Any]) -> str:
     return f"{BADGES[item['verdict']]}{trust}: **{text}**{otherwise(item)}"
 
 
+def marked_line(marked: dict[str, Any]) -> str:
+    """What technicians said of this answer to this alert before (``marked.mark_wrong_answers``)."""
+    times = "once" if marked["times"] == 1 else f"{marked['times']} times"
+    instead = "; ".join(as_written(c) for c in marked["corrections"])
+    return (f"**Marked wrong** for this alert by technicians {times} (last {marked['last'][:10]})"
+            + (f"; what they did instead: *{instead}*." if instead else "."))
+
+
 def otherwise(item: dict[str, Any]) -> str:
     """What the history did when a past case is this very alert (similarity 1, case aside) and the answer is none of
     the actions it took for it; "" otherwise.
@@ -156,6 +164,8 @@ def alerts_markdown(alerts: list[dict[str, Any]], header: str = "") -> str:
             lines.append(f"{verdict_line(item)} — confidence {candidates[0]['confidence']:.2f} per piece")
         elif item["verdict"] == "out-of-scope":  # no word the model knows: said as plainly as a guess would be
             lines.append(f"{BADGES['out-of-scope']}: this alert is {UNLIKE_HISTORY}; no recommendation.")
+        if item.get("marked_wrong"):
+            lines += ["", marked_line(item["marked_wrong"])]
         if item["similar"]:
             lines += ["", "| past alert | action taken | similarity |", "|---|---|---|"]
             lines += [f"| {as_written(c['alert'])} | {as_written(c['action'])} | {c['similarity']:.2f} |"
@@ -183,5 +193,6 @@ def engine_markdown(data: dict[str, Any]) -> str:
         lines.append("No sensor deviates enough from its early cycles to raise an alert.")
     for alert, rec in zip(data["alerts"], data["recommendations"] or [None] * len(data["alerts"]), strict=True):
         advice = f" → {verdict_line(rec)}" if rec and rec["recommendations"] else ""
+        advice += f" {marked_line(rec['marked_wrong'])}" if rec and rec.get("marked_wrong") else ""
         lines.append(f"- {as_written(alert['line'])} (peak at cycle {alert['cycle']}){advice}")
     return "\n".join(lines)
