@@ -152,12 +152,14 @@ def test_an_answer_marked_wrong_before_says_so_when_the_app_gives_it_again_with_
     answer = before["recommendations"][0]["text"]
     client.predict(alert.upper(), answer, "wrong", "replaced the whole unit", api_name="/feedback")  # case aside
     client.predict(alert, answer, "wrong", api_name="/feedback")  # no correction: counted, nothing to show
+    client.predict(alert, f"  {answer.upper()} ".replace(" ", "  "), "wrong", "typed again", api_name="/feedback")
     client.predict(alert, "another answer", "wrong", "not this one", api_name="/feedback")
     data = client.predict(alert, "tiny", 1, 1, api_name="/recommend")
     marked = data["alerts"][0]["marked_wrong"]
-    assert (marked["times"], marked["corrections"]) == (2, ["replaced the whole unit"]) and marked["last"][:2] == "20"
+    assert (marked["times"], marked["corrections"]) == (3, ["typed again", "replaced the whole unit"])
+    assert marked["last"][:2] == "20"
     direct = httpx.post(f"{client.src.rstrip('/')}/api/recommend", json={"data": [alert, "tiny"]}).json()
-    assert direct["alerts"][0]["marked_wrong"]["times"] == 2
+    assert direct["alerts"][0]["marked_wrong"]["times"] == 3
 
 
 def test_feedback_on_text_the_app_never_showed_keeps_no_score(served):

@@ -58,6 +58,7 @@ def test_an_allowed_name_passes_as_host_and_as_origin_and_an_app_bound_to_every_
     assert behind_proxy.fault(scope("maint.example.com", "https://maint.example.com")) is None
     assert behind_proxy.fault(scope("127.0.0.1:7860", "https://maint.example.com")) is None  # Host rewritten
     assert behind_proxy.fault(scope("evil.example")) is not None
+    assert behind_proxy.fault(scope("127.0.0.1:7860", "https://MAINT.example.com.")) is None  # case, root dot
     everywhere = Origins("0.0.0.0")
     assert everywhere.fault(scope("10.0.0.5:7860", "http://10.0.0.5:7860")) is None
     assert everywhere.fault(scope("any.name", None, "GET")) is None

@@ -26,6 +26,7 @@ from urllib.parse import quote
 from seq2seq.errors import DataError, shown
 from seq2seq.files import utf8_fault
 from seq2seq.serving.feedback import Feedback, Record, Shown
+from seq2seq.tokenizer import normalize
 
 SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's lock before giving up
@@ -229,14 +230,16 @@ class FeedbackStore:
 
     def marked_wrong(self, recommendations: list[str]) -> list[tuple[str, str, str, str]]:
         """(alert, recommendation, correction, time) of each record that marked one of ``recommendations`` wrong,
-        newest first: what the app shows beside an answer it gives again (``seq2seq.serving.marked``)."""
-        wanted = list(dict.fromkeys(recommendations))[:MAX_ASKED]
+        case and spacing aside (``same_text``), newest first: what the app shows beside an answer it gives again
+        (``seq2seq.serving.marked``)."""
+        wanted = list(dict.fromkeys(same_text(r) for r in recommendations))[:MAX_ASKED]
         if not wanted:
             return []
         query = ("SELECT alert, recommendation, correction, time FROM feedback WHERE verdict = 'wrong' AND "
-                 f"recommendation IN ({', '.join('?' * len(wanted))}) ORDER BY id DESC")
+                 f"same_text(recommendation) IN ({', '.join('?' * len(wanted))}) ORDER BY id DESC")
         with self._lock:
             try:
+                self._db.create_function("same_text", 1, same_text, deterministic=True)
                 rows = self._db.execute(query, wanted).fetchall()
             except sqlite3.Error:  # another program's undecodable text: records() names it; nothing to show here
                 return []
@@ -266,6 +269,12 @@ class FeedbackStore:
                 "translators": len({r.shown.translator for r in records if r.shown.translator}),
                 "technicians": len({f.technician.strip() for f in feedback if f.technician.strip()}),
                 "first": records[0].time if records else None, "last": records[-1].time if records else None}
+
+
+def same_text(text: object) -> object:
+    """``text`` as two records are compared: Unicode's equivalent spellings, case and spacing aside (also an SQL
+    function of the store's connection)."""
+    return normalize(text, lowercase=True) if isinstance(text, str) else text
 
 
 def _now() -> str:

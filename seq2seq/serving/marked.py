@@ -6,14 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from seq2seq.serving.feedback_store import FeedbackStore
-from seq2seq.tokenizer import normalize
+from seq2seq.serving.feedback_store import FeedbackStore, same_text
 
 SHOWN_CORRECTIONS = 3  # distinct corrections shown per answer, newest first
-
-
-def _same(text: str) -> str:
-    return normalize(text, lowercase=True)
 
 
 def mark_wrong_answers(store: FeedbackStore | None, items: list[dict[str, Any]]) -> None:
@@ -24,9 +19,9 @@ def mark_wrong_answers(store: FeedbackStore | None, items: list[dict[str, Any]])
     records = store.marked_wrong([a for a in answers if a]) if store is not None else []
     found: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for alert, recommendation, correction, time in records:  # newest first
-        found.setdefault((_same(alert), _same(recommendation)), []).append((correction, time))
+        found.setdefault((same_text(alert), same_text(recommendation)), []).append((correction, time))
     for item, answer in zip(items, answers, strict=True):
-        marks = found.get((_same(item["alert"]), _same(answer))) if answer else None
+        marks = found.get((same_text(item["alert"]), same_text(answer))) if answer else None
         corrections = list(dict.fromkeys(c.strip() for c, _ in marks if c.strip()))[:SHOWN_CORRECTIONS] if marks \
             else []
         item["marked_wrong"] = {"times": len(marks), "last": marks[0][1], "corrections": corrections} if marks \

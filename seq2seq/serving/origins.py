@@ -40,7 +40,7 @@ def _split(authority: str) -> tuple[str | None, int | None]:
     it is no host[:port]."""
     try:
         parts = urlsplit(f"//{authority}")
-        return parts.hostname, parts.port
+        return (parts.hostname.rstrip(".") if parts.hostname else None), parts.port  # "name." is "name"
     except ValueError:  # a port that is no number, a bracket left open
         return None, None
 
