@@ -186,7 +186,10 @@ class App(gr.Blocks):
         event = queue.event_ids_to_events.get(event_id)
         session = event.session_hash if event is not None else next(
             (session for session, ids in queue.pending_event_ids_session.items() if event_id in ids), None)
-        return session is not None and session in queue.pending_messages_per_session
+        # Gradio holds the id from the POST until its stream delivers the completion; the event itself may linger a
+        # moment after that, and a client reading again at once was then passed to a wait without end (seen in CI)
+        return (session is not None and session in queue.pending_messages_per_session
+                and event_id in queue.pending_event_ids_session.get(session, ()))
 
     async def preprocess_data(self, block_fn: BlockFunction, inputs: list[Any], state, explicit_call: bool = False):
         """Gradio's preprocessing (its signature), of the inputs ``completed`` whose files were all uploaded."""
