@@ -22,7 +22,7 @@ def mark_wrong_answers(store: FeedbackStore | None, items: list[dict[str, Any]])
         found.setdefault((same_text(alert), same_text(recommendation)), []).append((correction, time))
     for item, answer in zip(items, answers, strict=True):
         marks = found.get((same_text(item["alert"]), same_text(answer))) if answer else None
-        corrections = list(dict.fromkeys(c.strip() for c, _ in marks if c.strip()))[:SHOWN_CORRECTIONS] if marks \
-            else []
-        item["marked_wrong"] = {"times": len(marks), "last": marks[0][1], "corrections": corrections} if marks \
-            else None
+        item["marked_wrong"] = None
+        if marks:
+            corrections = list(dict.fromkeys(c.strip() for c, _ in marks if c.strip()))[:SHOWN_CORRECTIONS]
+            item["marked_wrong"] = {"times": len(marks), "last": marks[0][1], "corrections": corrections}
