@@ -29,7 +29,7 @@ from seq2seq.errors import CheckpointError
 from seq2seq.fast.cosines import Rows
 from seq2seq.fast.scan import nearest
 from seq2seq.fast.tfidf import TfidfVectors, fit_transform
-from seq2seq.tokenizer import normalize
+from seq2seq.tokenizer import normalize, same_text
 
 STATE_VERSION = 1
 LONG_ACTION = 0.9  # quantile of the past actions' lengths from which an action counts as long (long_answer)
@@ -54,8 +54,8 @@ def itself_first(alert: str, cases: list[Case]) -> list[Case]:
     """``cases`` (most similar first) with those whose alert is ``alert`` itself, case and spacing aside, first among
     the equally similar: character n-grams ignore word order, so "#2 CYL INTAKE GASKET LEAKING." found "CYL #2
     INTAKE GASKET LEAKING." ahead of itself, both at similarity 1. Only what is shown is reordered."""
-    asked = normalize(alert).casefold()
-    return sorted(cases, key=lambda case: (-round(case.similarity, 6), normalize(case.alert).casefold() != asked))
+    asked = same_text(alert)
+    return sorted(cases, key=lambda case: (-round(case.similarity, 6), same_text(case.alert) != asked))
 
 
 def _fitted(texts: list[str], max_df: float = 0.3) -> tuple[TfidfVectorizer, csr_matrix]:

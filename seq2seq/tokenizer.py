@@ -58,6 +58,13 @@ def normalize(text: str, lowercase: bool = False, uppercase: bool = False) -> st
     return " ".join(text.translate(_CONTROL_TO_SPACE).split())
 
 
+def same_text(text: str) -> str:
+    """``text`` as two texts are compared wherever the project says "case and spacing aside" (an alert and its past
+    case, an answer and the history's action, two feedback records): Unicode's equivalent spellings, case and
+    spacing aside."""
+    return normalize(text, lowercase=True)
+
+
 _DOTTED_I = str.maketrans({"\u0130": "I", "\u0131": "i"})  # İ and ı read as I and i once case is folded
 
 

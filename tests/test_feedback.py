@@ -91,6 +91,12 @@ def test_bad_feedback_is_a_one_line_error_naming_the_field(fields, words):
         assert word in str(caught.value)
 
 
+@pytest.mark.parametrize(("typed", "stored"), [("Wrong", "wrong"), (" WRONG ", "wrong"), ("Right", "right"),
+                                              ("ｒｉｇｈｔ", "right")])
+def test_a_verdict_in_other_case_or_spacing_is_stored_as_the_word_it_spells(typed, stored):
+    assert Feedback.checked("pump", "inspect", typed).verdict == stored
+
+
 def test_every_control_character_but_tab_and_line_breaks_is_refused_and_nothing_is_stored(store):
     fields = {"alert": "pump low", "recommendation": "inspect pump", "verdict": "wrong", "correction": "",
               "technician": ""}

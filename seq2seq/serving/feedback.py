@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seq2seq.errors import CONTROLS, DataError, shown, typed_text_fault
-from seq2seq.tokenizer import normalize
+from seq2seq.tokenizer import normalize, same_text
 
 VERDICTS = ("right", "wrong")
 MAX_TEXT = 10_000  # characters of an alert, recommendation or correction
@@ -52,6 +52,8 @@ class Feedback:
             if fault := typed_text_fault(value):
                 raise DataError(f"feedback: {name} {fault}")
             texts[name] = value
+        if isinstance(verdict, str) and same_text(verdict) in VERDICTS:  # "Wrong", " right ": what a program meant
+            verdict = same_text(verdict)
         if verdict not in VERDICTS:
             got = shown(verdict) if isinstance(verdict, str) else type(verdict).__name__
             raise DataError(f"feedback: verdict must be 'right' or 'wrong', got {got!r}")

@@ -26,7 +26,7 @@ from urllib.parse import quote
 from seq2seq.errors import DataError, shown
 from seq2seq.files import utf8_fault
 from seq2seq.serving.feedback import Feedback, Record, Shown
-from seq2seq.tokenizer import normalize
+from seq2seq.tokenizer import same_text as folded
 
 SIDECARS = ("", "-wal", "-shm", "-journal")  # the database and the files SQLite keeps beside it
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's lock before giving up
@@ -272,9 +272,9 @@ class FeedbackStore:
 
 
 def same_text(text: object) -> object:
-    """``text`` as two records are compared: Unicode's equivalent spellings, case and spacing aside (also an SQL
-    function of the store's connection)."""
-    return normalize(text, lowercase=True) if isinstance(text, str) else text
+    """``tokenizer.same_text`` as an SQL function of the store's connection: another program's value that is not
+    text is compared as it is."""
+    return folded(text) if isinstance(text, str) else text
 
 
 def _now() -> str:

@@ -15,7 +15,7 @@ import numpy as np
 
 from seq2seq.recommender import Candidate, Recommendation
 from seq2seq.rul.monitor import EngineReport
-from seq2seq.tokenizer import normalize
+from seq2seq.tokenizer import same_text
 from seq2seq.trust import FLAG_RATE, NOT_ADVICE, UNFAMILIAR_RATE, UNLIKE_HISTORY
 from seq2seq.words import word_attention
 
@@ -133,13 +133,9 @@ def otherwise(item: dict[str, Any]) -> str:
     the others (its history answers one alert many ways). So trust and verdict stay as fitted, and the technician
     is told (docs/trust.md)."""
     same = [case for case in item["similar"] if case["similarity"] >= EXACT]
-    if not same or any(_same_words(case["action"], item["recommendations"][0]["text"]) for case in same):
+    if not same or any(same_text(case["action"]) == same_text(item["recommendations"][0]["text"]) for case in same):
         return ""
     return f" — but the history answered this very alert with: *{as_written(same[0]['action'])}*"
-
-
-def _same_words(a: str, b: str) -> bool:
-    return normalize(a).lower() == normalize(b).lower()
 
 
 def answered_by(translator: str, beam_size: int) -> str:
