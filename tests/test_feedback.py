@@ -240,6 +240,32 @@ def test_export_writes_one_line_per_learnable_record_with_whitespace_collapsed(f
     assert "3 alert/action pairs of 4 records" in result.stderr
 
 
+@pytest.fixture
+def revised(store):
+    """An alert's story over a shift: posted twice (a retried post), corrected, corrected again, withdrawn."""
+    post(store, "fan speed low", "replace fan belt", "right")
+    post(store, "Fan  speed LOW", "replace fan belt", "right")  # the same pair, case and spacing aside: a repeat
+    post(store, "hyd press lo", "replace pump", "wrong", "tighten return line")
+    post(store, "fan speed low", "replace fan belt", "wrong", "check fan motor relay")  # supersedes the belt
+    post(store, "hyd press lo", "tighten return line", "wrong")  # withdraws it: nothing to do instead
+    post(store, "egt high", "inspect egt probes", "right")
+    return store
+
+
+def test_export_writes_each_alert_once_with_its_newest_action_and_says_what_became_of_the_rest(revised, tmp_path):
+    output = tmp_path / "corrections.tsv"
+    result = run_cli("feedback", "export", "--db", str(revised.path), "--output", str(output))
+    assert result.status == 0, result.stderr
+    assert output.read_text(encoding="utf-8").split("\n") == [
+        "alert\taction", "fan speed low\tcheck fan motor relay", "egt high\tinspect egt probes", ""]
+    assert ("2 alert/action pairs of 6 records" in result.stderr and "1 repeating an alert's pair" in result.stderr
+            and "1 superseded by a newer action" in result.stderr and "1 of them withdrawing" in result.stderr)
+    every = run_cli("feedback", "export", "--db", str(revised.path), "--output", str(output), "--every-record")
+    assert every.status == 0, every.stderr
+    assert len(output.read_text(encoding="utf-8").splitlines()) == 1 + 5  # each record with an action, as before
+    assert "5 alert/action pairs of 6 records" in every.stderr
+
+
 def test_train_reads_an_export_by_its_alert_and_action_columns(filled, tmp_path):
     output = tmp_path / "corrections.tsv"
     assert run_cli("feedback", "export", "--db", str(filled.path), "--output", str(output)).status == 0

@@ -13,7 +13,7 @@ from seq2seq.cli.common import path_flag
 from seq2seq.errors import ConfigError, DataError
 from seq2seq.files import make_folder
 from seq2seq.serving.destinations import check_distinct
-from seq2seq.serving.feedback import one_line
+from seq2seq.serving.feedback import training_pairs
 from seq2seq.serving.feedback_store import SIDECARS, FeedbackStore, sidecar
 from seq2seq.writing import check_replaceable, write_atomic
 
@@ -31,6 +31,9 @@ def add_feedback_parser(commands: argparse._SubParsersAction) -> None:
                    "reads both files by the same --source-column")
     p.add_argument("--target-column", default="action", type=column_name,
                    help="the action column's name (default action), likewise")
+    p.add_argument("--every-record", action="store_true",
+                   help="a pair for every record with an action, oldest first, instead of one per alert (case and "
+                   "spacing aside) from its newest record")
     p = sub.add_parser("stats", help="records, right, wrong, corrected, learnable, translators, technicians")
     p.add_argument("--db", required=True, type=path_flag)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -71,12 +74,18 @@ def run_export(args: argparse.Namespace) -> int:
         records = store.records()
     finally:
         store.close()
-    pairs = [(one_line(r.feedback.alert), r.feedback.action) for r in records if r.feedback.action]
+    found = training_pairs(records, args.every_record)
     make_folder(output.parent)
     header = (args.source_column, args.target_column)
-    write_atomic(output, "".join(f"{alert}\t{action}\n" for alert, action in [header, *pairs]))
-    print(f"wrote {len(pairs)} alert/action pairs of {len(records)} records to {output} "
-          f"({len(records) - len(pairs)} without an action: 'wrong' with no correction)", file=sys.stderr)
+    write_atomic(output, "".join(f"{alert}\t{action}\n" for alert, action in [header, *found.pairs]))
+    withdrawn = f", {found.withdrawn} of them withdrawing an alert's earlier action" if found.withdrawn else ""
+    left = [f"{found.no_action} without an action: 'wrong' with no correction{withdrawn}"]
+    if found.repeated:
+        left.append(f"{found.repeated} repeating an alert's pair")
+    if found.superseded:
+        left.append(f"{found.superseded} superseded by a newer action for the same alert")
+    print(f"wrote {len(found.pairs)} alert/action pairs of {len(records)} records to {output} ({'; '.join(left)})",
+          file=sys.stderr)
     escaped = [str(r.id) for r in records if r.feedback.controls]
     if escaped:  # stored before such posts were refused: kept, and written so the export is safe to open
         ids = ", ".join(escaped[:10]) + (", ..." if len(escaped) > 10 else "")

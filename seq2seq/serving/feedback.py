@@ -92,3 +92,40 @@ class Record:
     time: str
     feedback: Feedback
     shown: Shown
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """The training pairs ``seq2seq feedback export`` writes, and what became of the records not among them."""
+
+    pairs: list[tuple[str, str]]  # (alert, action) as one_line writes them
+    no_action: int = 0  # 'wrong' with no correction: says what not to do, not what to do
+    repeated: int = 0  # an alert's pair again (case and spacing aside): a retried post, a second technician agreeing
+    superseded: int = 0  # an alert's action replaced by a newer one
+    withdrawn: int = 0  # an alert's action marked 'wrong' later, with nothing to do instead
+
+
+def training_pairs(records: list[Record], every_record: bool = False) -> Pairs:
+    """One pair per alert, case and spacing aside: what the newest record about it says was done, in the order of
+    those records. A model learns one answer for an alert, and what technicians say now is what is done now, as
+    fine-tuning's replay also holds (docs/feedback.md); a retried post no longer counts twice. ``every_record``:
+    each record's pair, oldest first, as exports did before 2026-11-30."""
+    if every_record:
+        pairs = [(one_line(r.feedback.alert), r.feedback.action) for r in records if r.feedback.action]
+        return Pairs(pairs, no_action=len(records) - len(pairs))
+    latest: dict[str, tuple[str, str]] = {}
+    counts = dict.fromkeys(("no_action", "repeated", "superseded", "withdrawn"), 0)
+    for record in sorted(records, key=lambda r: r.id):
+        feedback, alert = record.feedback, same_text(record.feedback.alert)
+        before = latest.get(alert)
+        if feedback.action is None:
+            counts["no_action"] += 1
+            if before and feedback.verdict == "wrong" and same_text(feedback.recommendation) == same_text(before[1]):
+                counts["withdrawn"] += 1
+                del latest[alert]
+            continue
+        if before:
+            counts["repeated" if same_text(before[1]) == same_text(feedback.action) else "superseded"] += 1
+            del latest[alert]  # placed again, where its newest record is
+        latest[alert] = (one_line(feedback.alert), feedback.action)
+    return Pairs(list(latest.values()), **counts)
