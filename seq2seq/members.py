@@ -211,7 +211,7 @@ def _summary(results: list[TrainResult], bleu: float) -> TrainResult:
     return TrainResult(best_bleu=bleu, best_step=0, steps=sum(r.steps for r in results),
                        epochs=sum(r.epochs for r in results), seconds=sum(r.seconds for r in results),
                        tokens_per_second=sum(r.tokens_per_second for r in results) / len(results),
-                       stopped="members", parameters=sum(r.parameters for r in results))
+                       stopped="members", parameters=sum(r.parameters for r in results), best_from="members")
 
 
 def distil(teacher: Path, train: ParallelCorpus, search: SearchConfig, path: Path, log: Callable[[str], None],

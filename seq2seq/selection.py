@@ -33,6 +33,12 @@ from seq2seq.recommender import Recommender
 from seq2seq.report import TrainingReport
 from seq2seq.tokenizer import Tokenizer
 
+# What a run's best.pt holds, as its result (``seq2seq train``'s JSON line) says in "best_from": "step" (the
+# weights validated at best_step), "average" (the mean of the best validations' weights), "blend A" (a fine-tuning
+# run's last weights, share A, blended with its start's), "members" (an ensemble; best_step is then 0). Both of the
+# run's-end candidates name the last step as theirs, which alone did not say that best.pt is not that step's weights.
+BEST_FROM = ("step", "average", "blend A", "members")
+
 
 @dataclass(frozen=True)
 class Judgement:
@@ -62,6 +68,7 @@ class Selection:
         self.learning = Learning.of(learn) if learn else None
         self.start = start.to(device) if start is not None and learn else None
         self.state: dict[str, Any] = {"best_bleu": -1.0, "best_step": 0, "best_learned": -1.0, "bleu_floor": None,
+                                      "best_from": "step",  # what best.pt holds: BEST_FROM
                                       "kept": [],  # average_best: [{"key": [...], "step": n}], best first
                                       "finished_step": None}  # the step whose candidates last competed (finish)
 
@@ -110,7 +117,7 @@ class Selection:
             return
         last = copy.deepcopy(self.model.state_dict())
         mean = averaging.mean_of(kept, self.output_dir) if self.world.is_main else None
-        scores, _, improved = self.compete(mean, step)
+        scores, _, improved = self.compete(mean, step, "average")
         if scores is not None:
             self.report.average([entry["step"] for entry in kept], self.progress(step), scores, improved)
         self.model.load_state_dict(last)
@@ -126,29 +133,33 @@ class Selection:
             return
         last = copy.deepcopy(self.model)
         for share in BLENDS:
-            scores, learned, won = self.compete(average_weights([self.start, last], [1 - share, share]), step)
+            scores, learned, won = self.compete(average_weights([self.start, last], [1 - share, share]), step,
+                                                f"blend {share:g}")
             if scores is not None:
                 self.report.blend(self.progress(step), share, scores, learned or 0.0, won)
         self.model.load_state_dict(last.state_dict())
 
-    def compete(self, weights: dict[str, torch.Tensor] | None, step: int) -> tuple[Scores | None, float | None, bool]:
+    def compete(self, weights: dict[str, torch.Tensor] | None, step: int, source: str
+                ) -> tuple[Scores | None, float | None, bool]:
         """Load ``weights`` (None: keep the model's, as processes other than rank 0 do) and validate them as an
-        epoch is; best.pt when they rank higher. Returns the scores, the share learned and whether they won."""
+        epoch is; best.pt when they rank higher. ``source``: what they are (BEST_FROM). Returns the scores, the
+        share learned and whether they won."""
         if weights is not None:
             self.model.load_state_dict(weights)
         scores, _, bleu, learned = self.measure()
-        improved = self.becomes_best(bleu, learned, step)
+        improved = self.becomes_best(bleu, learned, step, source)
         if improved:
             self.save("best.pt")
         return scores, learned, improved
 
     # -- the rule ------------------------------------------------------------------------------
-    def becomes_best(self, bleu: float, learned: float | None, step: int) -> bool:
+    def becomes_best(self, bleu: float, learned: float | None, step: int, source: str = "step") -> bool:
         """Whether weights scoring ``bleu`` (and ``learned``) rank above the best so far; if so they become it."""
         state = self.state
         if self.key(bleu, learned) <= self.key(state["best_bleu"], state["best_learned"]):
             return False
-        state.update(best_bleu=bleu, best_step=step, best_learned=-1.0 if learned is None else learned)
+        state.update(best_bleu=bleu, best_step=step, best_learned=-1.0 if learned is None else learned,
+                     best_from=source)
         return True
 
     def key(self, bleu: float, learned: float | None) -> tuple[float, ...]:

@@ -59,6 +59,7 @@ class TrainResult:
     tokens_per_second: float  # target tokens per second of training, all processes together (validation excluded)
     stopped: str  # why training ended
     parameters: int
+    best_from: str = "step"  # what best.pt holds (selection.BEST_FROM); records written before it: "step"
 
 
 class Trainer:
@@ -130,7 +131,7 @@ class Trainer:
         best = self.selection.state
         return TrainResult(best["best_bleu"], best["best_step"], self.state["step"], epochs,
                            time.monotonic() - started, self.tokens_per_second(), stopped,
-                           count_parameters(self.model))
+                           count_parameters(self.model), best["best_from"])
 
     def keep_cases(self) -> None:
         """Store the case memory and the trust model fitted on the dev split in best.pt (seq2seq.trust)."""

@@ -103,7 +103,7 @@ def test_the_mean_becomes_best_pt_only_when_it_scores_higher_and_training_keeps_
     run.state.update(best_bleu=3.5, best_step=2)  # below the mean's 4.0
     run.average_kept(step=3)
     assert run.saved == [("best.pt", pytest.approx(0.4)), ("last.pt", pytest.approx(0.3))]
-    assert run.reported == [([2, 1], True)] and run.state["best_step"] == 3
+    assert run.reported == [([2, 1], True)] and run.state["best_step"] == 3 and run.state["best_from"] == "average"
     assert run.model.weight.item() == pytest.approx(0.3) and run.state["kept"] == []
     assert not (tmp_path / "kept").exists()
 

@@ -315,7 +315,9 @@ def test_a_fine_tuning_run_s_best_pt_is_the_validation_or_blend_that_learned_mos
     ranked = [((1, r["learned"], r["dev_bleu"]) if r["dev_bleu"] >= floor else (0, r["dev_bleu"], r["learned"]), -i)
               for i, r in enumerate(records)]
     expected = records[-max(ranked)[1]]  # the first of the best: a later equal one is no improvement
-    assert json.loads(result.stdout.splitlines()[-1])["best_step"] == expected["step"]
+    said = json.loads(result.stdout.splitlines()[-1])
+    assert said["best_step"] == expected["step"]
+    assert said["best_from"] == ("step" if expected.get("blend") is None else f"blend {expected['blend']:g}")
     answers = Recommender.from_checkpoint(tmp_path / "run" / "best.pt").translate([a for a, _ in CORRECTIONS])
     learned = sum(normalize(text) == normalize(fix) for text, (_, fix) in zip(answers, CORRECTIONS, strict=True))
     assert learned / len(CORRECTIONS) == pytest.approx(expected["learned"])
@@ -342,5 +344,6 @@ def test_blends_of_the_last_weights_with_the_start_s_compete_for_best_pt_and_tra
     run.blend_with_start(step=7)
     assert saved == [("best.pt", pytest.approx(0.75))]
     assert run.state["best_learned"] == pytest.approx(0.75) and run.state["best_step"] == 7
+    assert run.state["best_from"] == "blend 0.75"  # best_step alone names the last step, as the last epoch's
     assert reported == [(share, share == 0.75) for share in BLENDS]
     assert model.weight.item() == 1.0  # the last weights, for last.pt and a later resume

@@ -39,7 +39,9 @@ from seq2seq.errors import Seq2SeqError
 from seq2seq.model import build_model
 from seq2seq.optimizer import TrainStep, disagreement
 from seq2seq.recommender import Recommender
+from seq2seq.resume import RESULT, read_result
 from seq2seq.tokenizer import normalize
+from seq2seq.train import TrainResult
 
 ALERTS = ["pump vibration high", "belt worn", "valve stuck closed"]
 RECIPE = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "members": 2},
@@ -188,6 +190,14 @@ def test_a_member_that_fails_side_by_side_stops_the_recipe_with_its_error_and_ke
     assert not (tmp_path / "run" / "member-3").exists() and not (tmp_path / "run" / "best.pt").exists()
     result = run_cli(*train_args(data, tmp_path / "other"), "--config", str(config), "--parallel", "0")
     assert_one_line_error(result, "argument --parallel: must be in [1, 64], got 0")
+
+
+def test_a_member_s_record_written_before_best_from_reads_as_its_validated_step(tmp_path):
+    """A recipe run interrupted before best_from was recorded resumes its finished members as they were."""
+    older = {"best_bleu": 30.1, "best_step": 900, "steps": 1000, "epochs": 9.5, "seconds": 120.0,
+             "tokens_per_second": 900.0, "stopped": "early stopping", "parameters": 1_600_000}
+    (tmp_path / RESULT).write_text(json.dumps(older), encoding="utf-8")
+    assert read_result(tmp_path, TrainResult) == TrainResult(**older, best_from="step")
 
 
 class _Doomed:
