@@ -132,6 +132,16 @@ def test_the_page_never_posts_more_than_the_body_cap_even_for_the_largest_answer
     assert not any(b"word_attention" in body for body in posted), "an answer's JSON went back to the server"
 
 
+def test_a_web_address_typed_in_an_alert_shows_as_written_and_is_no_link(page):
+    """The page linked an address by itself, with the escapes that keep the rest of the text from being markup:
+    "https://www\\.faa\\.gov/..." (found by a probe of the UI)."""
+    typed = "see https://www.faa.gov/sb_72-01.pdf and tech.lead@example.com"
+    page.locator("#alerts textarea").fill(typed)
+    page.locator("#recommend").click()
+    expect(page.locator("#summary")).to_contain_text(typed, timeout=TIMEOUT_MS)
+    assert page.locator("#summary a").count() == 0
+
+
 def test_wrong_with_a_correction_is_stored_in_the_feedback_database(page, recommender, feedback):
     page.locator("#alerts textarea").fill("\n".join(UI_ALERTS[:2]))
     page.locator("#recommend").click()

@@ -97,13 +97,17 @@ TRUST_NOTE = ("trust = the probability, fitted on the dev split, that an answer 
 # Markdown's punctuation escaped, HTML's as entities, line breaks as spaces: typed or past text shows as written.
 _AS_WRITTEN = str.maketrans({**{c: "\\" + c for c in "\\`*_{}[]()#+-.!|~$"}, "<": "&lt;", ">": "&gt;", "&": "&amp;",
                              "\n": " ", "\r": " "})
+# The page's renderer links a web address by itself (GitHub's "autolinks"), escapes and all ("https://www\\.faa\\.gov"
+# linked to that): its colon as an entity makes it text, shown as written; escaped dots keep "www." and e-mail
+# addresses from linking likewise. A link no one wrote as one is not offered to a technician to follow.
+_UNLINKED = ("://", "&#58;//")
 
 
 def as_written(text: str) -> str:
     """Alert, action or file-name text for a Markdown page: shown as written, never as markup (an alert typed as
     ``![x](http://host/x.png)`` would have the browser fetch that address; ``**egt**`` would turn bold), and kept
     in its table cell."""
-    return text.translate(_AS_WRITTEN)
+    return text.translate(_AS_WRITTEN).replace(*_UNLINKED)
 
 
 def verdict_line(item: dict[str, Any]) -> str:
