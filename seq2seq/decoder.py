@@ -155,7 +155,11 @@ class Decoder(nn.Module):
     def scores(self, output: Tensor, weights: Tensor, src: Tensor | None) -> Tensor:
         """What a step predicts: o_t (n, H), its attention (n, S) over source ids src (n, S) -> logits
         (n, V), or with ``copy`` the log-probabilities of the mixture (module docstring)."""
-        logits = self.logits(output)
+        return self.mixture(self.logits(output), output, weights, src)
+
+    def mixture(self, logits: Tensor, output: Tensor, weights: Tensor, src: Tensor | None) -> Tensor:
+        """``logits`` (n, V) of o_t (n, H), or with ``copy`` the log-probabilities of their mixture with the
+        attention (n, S) over src (n, S)."""
         if self.copy_gate is None:
             return logits
         share = torch.sigmoid(self.copy_gate(output).float())  # (n, 1)
@@ -182,7 +186,9 @@ class Decoder(nn.Module):
         for t, n in enumerate(packed.batch_sizes.tolist()):
             state, encoded, step_input = state.head(n), encoded.head(n), embedded[:n, t]  # (n, E)
             if feed is not None and t > 0:
-                guess = self.output(outputs[-1][:n]).argmax(-1)  # (n,)
+                # what the step before predicts, dropout aside: with copy the mixture's choice, not the generator's
+                guess = self.mixture(self.output(outputs[-1][:n]), outputs[-1][:n], weights[-1][:n],
+                                     encoded.src).argmax(-1)  # (n,)
                 step_input = torch.where(feed[:n, t, None], step_input, self.dropout(self.embed(guess)))
             output, state, step_weights = self.step_output(step_input, state, encoded, self)
             outputs.append(output)

@@ -84,6 +84,22 @@ def test_scheduled_sampling_with_all_gold_feeds_equals_teacher_forcing():
     assert not torch.allclose(own, forced)
 
 
+@pytest.mark.parametrize("copy", [False, True])
+def test_scheduled_sampling_feeds_the_token_the_model_predicts(copy):
+    """Fed its own guesses everywhere, the model reads what greedy decoding of its own scores would feed it. A
+    copying decoder guessed with its generator alone, not the mixture it predicts with."""
+    torch.manual_seed(0)
+    model = build_model(tiny_config("bahdanau", copy=copy)).eval()
+    src, lengths, mask = sample_batch()
+    tokens = torch.randint(4, V, (3, 4))
+    own, _ = model(src, lengths, mask, tokens, feed_mask=torch.zeros(3, 4, dtype=torch.bool))
+    for t in range(1, 4):
+        scores, _ = model(src, lengths, mask, tokens)  # (3 x 4, V), row-major
+        tokens[:, t] = scores.view(3, 4, -1)[:, t - 1].argmax(-1)
+    forced, _ = model(src, lengths, mask, tokens)
+    torch.testing.assert_close(own, forced)
+
+
 @pytest.mark.parametrize("name", ["bahdanau", "luong-general"])
 def test_a_copying_decoder_predicts_a_distribution_that_moves_attention_mass_to_the_source(name):
     """The mixture is normalised, and the copy share adds exactly g x attention to each source id."""
