@@ -109,7 +109,7 @@ class CaseMemory:
         self.alert_vector = TfidfVectors(self._alert_index)
         self.past_actions = PastActions(self.actions, _fitted(self.actions)[0])
         self._long_weights, self._long_bias = _long_answers(fitted[self._alert_row], self.actions)
-        self._words = {word for alert in distinct for word in WORD.findall(alert.lower())}
+        self._words = {word for alert in distinct for word in WORD.findall(same_text(alert))}
         self._load_compiled()
 
     def __len__(self) -> int:
@@ -145,7 +145,7 @@ class CaseMemory:
     def vectors(self, alerts: list[str]) -> Rows:
         """The alerts' TF-IDF vectors, which ``nearest`` and ``long_answer`` take instead of building them again."""
         # case folded as the translators fold it (a Turkish keyboard's İ and ı as I and i); the vectoriser lowers too
-        return self.alert_vector.rows([normalize(alert, lowercase=True) for alert in alerts])
+        return self.alert_vector.rows([same_text(alert) for alert in alerts])
 
     def nearest(self, alerts: list[str], k: int, vectors: Rows | None = None) -> list[list[Case]]:
         """The ``k`` most similar past cases of each alert, most similar first, ties in memory order: every case
@@ -163,7 +163,7 @@ class CaseMemory:
         """For each alert, the share of its words (runs of letters and digits, case aside; runs of pictographs) that
         past alerts used; 0 for an alert without a word. An alert of mostly new words is about something else
         (docs/trust.md)."""
-        folded = [normalize(alert, lowercase=True) for alert in alerts]
+        folded = [same_text(alert) for alert in alerts]
         words = [WORD.findall(text) + PICTOGRAPHS.findall(text) for text in folded]
         return [sum(word in self._words for word in found) / len(found) if found else 0.0 for found in words]
 

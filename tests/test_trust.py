@@ -479,6 +479,9 @@ def test_known_words_is_the_share_of_an_alerts_words_that_past_alerts_used():
     assert memory.known_words(["hyd pump leaking", "Kitchen pump", "l-h eng 2", "###", "sink drain", ""]) == \
         [1.0, 0.5, 1.0, 0.0, 0.0, 0.0]
     assert memory.known_words([]) == []
+    # a past alert typed on a Turkish keyboard knows its own words: its "İ" lowered an i and a combining dot
+    assert CaseMemory(["\u0130NLET VALVE STUCK"], ["CLEANED"]).known_words(["\u0130NLET VALVE STUCK", "inlet"]) == \
+        [1.0, 1.0]
     # Emoji and pictographs are words no past alert used; Latin-1's symbols are no words at all
     assert memory.known_words(["🔥🔥 pump 🔥", "⚠ hyd pump leaking", "hyd pump° #2", "oil press ↓"]) == \
         [1 / 3, 0.75, 1.0, 2 / 3]
