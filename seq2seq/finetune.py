@@ -142,13 +142,15 @@ class Learning:
     answers: tuple[tuple[str, frozenset[str]], ...]  # each distinct alert of the new pairs, its actions (normalised)
 
     @classmethod
-    def of(cls, new: ParallelCorpus) -> Learning:
+    def of(cls, new: ParallelCorpus, read: Callable[[str], str]) -> Learning:
         """The alerts of ``new``, the pairs a run can learn (``Start.corpora``): an alert two pairs answer two ways
-        counts once, learned when it gets either, since a model gives one answer."""
-        actions: dict[str, set[str]] = {}
-        for example in new.examples:
-            actions.setdefault(example.source, set()).add(normalize(example.target))
-        return cls(tuple(sorted((alert, frozenset(found)) for alert, found in actions.items())))
+        counts once, learned when it gets either, since a model gives one answer. ``read``: the alert as the model
+        reads it (``Tokenizer.normalize_source``), as ``Start.corpora`` groups alerts: "oil leak" and "OIL LEAK"
+        are one alert to a model that reads upper case, and were two here."""
+        actions: dict[str, tuple[str, set[str]]] = {}
+        for example in new.examples:  # the alert as first typed stands for its group
+            actions.setdefault(read(example.source), (example.source, set()))[1].add(normalize(example.target))
+        return cls(tuple(sorted((alert, frozenset(found)) for alert, found in actions.values())))
 
     def share(self, recommender: Recommender) -> float:
         """The share of the alerts whose greedy answer is one of their actions (normalised)."""

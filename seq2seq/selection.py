@@ -65,7 +65,7 @@ class Selection:
         self.model, self.tokenizer, self.dev, self.config = model, tokenizer, dev, config
         self.output_dir, self.device, self.world, self.report, self.save, self.log = \
             output_dir, device, world, report, save, log
-        self.learning = Learning.of(learn) if learn else None
+        self.learning = Learning.of(learn, tokenizer.normalize_source) if learn else None
         self.start = start.to(device) if start is not None and learn else None
         self.state: dict[str, Any] = {"best_bleu": -1.0, "best_step": 0, "best_learned": -1.0, "bleu_floor": None,
                                       "best_from": "step",  # what best.pt holds: BEST_FROM

@@ -111,9 +111,10 @@ def test_the_share_learned_is_over_the_alerts_a_run_can_learn_each_counted_once(
     alert, other = TINY_PAIRS[0][0], TINY_PAIRS[1][0]
     long_action = " ".join([TINY_PAIRS[0][1]] * 10)
     pieces = len(start.tokenizer.encode_target(long_action))
-    new = [Example(alert, long_action, 2), Example(other, "inspect a", 3), Example(other, "inspect b", 4)]
+    new = [Example(alert, long_action, 2), Example(other, "inspect a", 3), Example(other.upper(), "inspect b", 4)]
     _, _, learn = start.corpora(ParallelCorpus("c.tsv", new, []), True, lambda line: None, pieces - 1)
-    learning = Learning.of(learn)  # the too-long pair is not trained on; the alert corrected two ways is one alert
+    # the too-long pair is not trained on; the alert corrected two ways, in two cases, is one alert to this model
+    learning = Learning.of(learn, start.tokenizer.normalize_source)
     assert learning.answers == ((other, frozenset({"inspect a", "inspect b"})),)
     either = SimpleNamespace(translate=lambda alerts, config, batch_size: ["inspect  b "] * len(alerts))
     assert learning.share(either) == 1.0  # a model gives one answer: either action is all it can learn
@@ -292,7 +293,7 @@ def test_train_recognises_alert_and_action_columns(tmp_path):
 
 
 def test_a_fine_tuning_run_prefers_corrections_learned_within_the_tolerance_then_dev_bleu():
-    run = SimpleNamespace(learning=Learning.of(ParallelCorpus(Path("c.tsv"), [], [])), state={"bleu_floor": 20.0})
+    run = SimpleNamespace(learning=Learning.of(ParallelCorpus(Path("c.tsv"), [], []), str), state={"bleu_floor": 20.0})
     key = lambda bleu, learned: Selection.key(run, bleu, learned)  # noqa: E731
     assert key(20.5, 0.9) > key(25.0, 0.5)  # within the tolerance: more corrections learned wins
     assert key(22.0, 0.9) > key(21.0, 0.9)  # then dev BLEU
