@@ -5,7 +5,7 @@ step by step), Q query size, M memory size (2 x encoder hidden), A attention hid
 
 Every mechanism is ``forward(query, keys, values, mask) -> (context, weights)``: a subclass
 implements only ``score`` (and, where the keys are a projection of the memory, ``project_keys``,
-computed once per source sentence and carried in ``model.Encoded``). The base class applies the
+computed once per source sentence and carried in ``decoder.Encoded``). The base class applies the
 mask, the softmax and the weighted sum. Modules hold parameters only, never per-batch state.
 """
 

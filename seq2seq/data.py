@@ -250,8 +250,8 @@ class TokenBatchSampler(torch.utils.data.Sampler[list[int]]):
 
 def drop_source_pieces(batch: Batch, share: float, generator: torch.Generator) -> Batch:
     """``batch`` with each real source piece but EOS replaced by UNK with probability ``share`` (word dropout,
-    Sennrich et al. 2016, on SentencePiece pieces): the model learns not to lean on any one piece, and
-    meets UNK, which rare part numbers become at test time, in training."""
+    Sennrich et al. 2016, on SentencePiece pieces): the model learns not to lean on any one piece. (At test time
+    an unknown piece is not read at all, ``reading.read_places``, so this is a regulariser, not a lesson in UNK.)"""
     draws = torch.rand(batch.src.shape, generator=generator).to(batch.src.device)  # (B, S)
     drop = (draws < share) & batch.src_mask & (batch.src != EOS_ID)
     return dataclasses.replace(batch, src=batch.src.masked_fill(drop, UNK_ID))

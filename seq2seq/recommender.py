@@ -109,9 +109,9 @@ class Recommender:
         self.workers = whole("workers", workers, 1, MAX_WORKERS)
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.model = model.to(self.device).eval()
-        if quantize:  # int8 weights for the linear and GRU layers (seq2seq/quantize.py), CPU only
+        if quantize:  # int8 weights for the linear and GRU layers (seq2seq/fast/quantize.py), CPU only
             self.model = quantize_int8(self.model, self.device)
-        self.decoding_model = fold_embeddings(self.model)  # embeddings folded into per-token tables (folding.py)
+        self.decoding_model = fold_embeddings(self.model)  # embeddings as per-token tables (fast/folding.py)
         self.quantized = quantize
         self.tokenizer = tokenizer
         self.memory, self.trust_model = memory, trust

@@ -34,10 +34,10 @@ from seq2seq.report import TrainingReport
 from seq2seq.tokenizer import Tokenizer
 
 # What a run's best.pt holds, as its result (``seq2seq train``'s JSON line) says in "best_from": "step" (the
-# weights validated at best_step), "average" (the mean of the best validations' weights), "blend A" (a fine-tuning
-# run's last weights, share A, blended with its start's), "members" (an ensemble; best_step is then 0). Both of the
-# run's-end candidates name the last step as theirs, which alone did not say that best.pt is not that step's weights.
-BEST_FROM = ("step", "average", "blend A", "members")
+# weights validated at best_step), "average" (the mean of the best validations' weights), "blend 0.75" (a
+# fine-tuning run's last weights, that share of them, blended with its start's), "members" (an ensemble; best_step
+# is then 0). Both of the run's-end candidates name the last step as theirs, which alone did not say that best.pt
+# is not that step's weights.
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class Selection:
         self.learning = Learning.of(learn, tokenizer.normalize_source) if learn else None
         self.start = start.to(device) if start is not None and learn else None
         self.state: dict[str, Any] = {"best_bleu": -1.0, "best_step": 0, "best_learned": -1.0, "bleu_floor": None,
-                                      "best_from": "step",  # what best.pt holds: BEST_FROM
+                                      "best_from": "step",  # what best.pt holds (above)
                                       "kept": [],  # average_best: [{"key": [...], "step": n}], best first
                                       "finished_step": None}  # the step whose candidates last competed (finish)
 
@@ -142,7 +142,7 @@ class Selection:
     def compete(self, weights: dict[str, torch.Tensor] | None, step: int, source: str
                 ) -> tuple[Scores | None, float | None, bool]:
         """Load ``weights`` (None: keep the model's, as processes other than rank 0 do) and validate them as an
-        epoch is; best.pt when they rank higher. ``source``: what they are (BEST_FROM). Returns the scores, the
+        epoch is; best.pt when they rank higher. ``source``: what they are ("best_from" above). Returns the scores, the
         share learned and whether they won."""
         if weights is not None:
             self.model.load_state_dict(weights)

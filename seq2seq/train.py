@@ -59,7 +59,7 @@ class TrainResult:
     tokens_per_second: float  # target tokens per second of training, all processes together (validation excluded)
     stopped: str  # why training ended
     parameters: int
-    best_from: str = "step"  # what best.pt holds (selection.BEST_FROM); records written before it: "step"
+    best_from: str = "step"  # what best.pt holds (seq2seq.selection); records written before it: "step"
 
 
 class Trainer:
