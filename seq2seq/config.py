@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from seq2seq.config_checks import check_ranges
+from seq2seq.config_checks import DEVICES, NAMES, check_ranges
 from seq2seq.errors import ConfigError
 
 
@@ -132,13 +132,10 @@ class RulConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
-        if self.schedule not in RUL_SCHEDULES:
-            raise ConfigError(f"schedule must be plateau or cosine, got {self.schedule!r}")
 
 
 
-DEVICES = ("auto", "cpu", "cuda")
-RUL_SCHEDULES = ("plateau", "cosine")
+RUL_SCHEDULES = NAMES["RulConfig"]["schedule"]
 def resolve_device(name: str) -> torch.device:
     """auto -> CUDA when present, else CPU; cuda without a GPU is an error."""
     if name == "auto":

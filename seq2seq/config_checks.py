@@ -54,6 +54,15 @@ RANGES: dict[str, dict[str, str]] = {
         "learning_rate": RATE, "weight_decay": "[0, 10]", "plateau_patience": COUNT, "patience": COUNT,
         "validation_engines": "[1, 1000000]", "seed": SEED, "members": "[1, 64]"},
 }
+DEVICES = ("auto", "cpu", "cuda")
+# Every field that takes one of a few names, and its names (the attention types are the model builder's:
+# ``attention.ATTENTION_NAMES``). The modules that act on a name read their tuple here.
+NAMES: dict[str, dict[str, tuple[str, ...]]] = {
+    "TokenizerConfig": {"model_type": ("unigram", "bpe", "char", "word")},
+    "TrainConfig": {"schedule": ("plateau", "warmup"), "precision": ("auto", "fp32", "bf16", "fp16"),
+                    "device": DEVICES},
+    "RulConfig": {"schedule": ("plateau", "cosine"), "device": DEVICES},
+}
 SECTIONS = {"TokenizerConfig": "tokenizer", "ModelConfig": "model", "TrainConfig": "train",
             "SearchConfig": "search", "RulConfig": "rul"}
 _INTERVAL = re.compile(r"([\[(])([^,]+), ([^\])]+)([\])])")
@@ -106,6 +115,10 @@ def check_ranges(config: object) -> None:
     problem = range_problem(type(config), dataclasses.asdict(config))
     if problem:
         raise ConfigError(f"{SECTIONS[type(config).__name__]}: {' '.join(problem)}")
+    for name, valid in NAMES.get(type(config).__name__, {}).items():
+        if getattr(config, name) not in valid:
+            raise ConfigError(f"{SECTIONS[type(config).__name__]}: unknown {name} {getattr(config, name)!r}; valid: "
+                              f"{', '.join(valid)}")
 
 
 def from_dict(cls: type[T], data: dict[str, Any], where: str = "config", flags: dict[str, str] | None = None) -> T:

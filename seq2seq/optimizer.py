@@ -18,13 +18,14 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from seq2seq.config import TrainConfig
+from seq2seq.config_checks import NAMES
 from seq2seq.data import Batch
 from seq2seq.distributed import World
 from seq2seq.errors import ConfigError
 from seq2seq.fast.precision import autocast, autocast_dtype
 from seq2seq.model import Seq2Seq
 
-SCHEDULES = ("plateau", "warmup")
+SCHEDULES = NAMES["TrainConfig"]["schedule"]
 
 
 def token_loss(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:

@@ -12,7 +12,7 @@ import pytest
 from support import assert_one_line_error, file_states, run_cli, tiny_data, train_args
 
 from seq2seq.config import ModelConfig, RulConfig, SearchConfig, TokenizerConfig, TrainConfig
-from seq2seq.config_checks import MAX_BEAM_SIZE, RANGES, from_dict
+from seq2seq.config_checks import MAX_BEAM_SIZE, NAMES, RANGES, SECTIONS, from_dict
 from seq2seq.errors import ConfigError
 
 CLASSES = {cls.__name__: cls for cls in (TokenizerConfig, ModelConfig, TrainConfig, SearchConfig, RulConfig)}
@@ -45,6 +45,18 @@ def test_a_value_outside_its_interval_is_a_one_line_config_error_naming_the_fiel
     for error in (made, read):
         assert "\n" not in str(error.value) and f"{field} must be" in str(error.value)
     assert str(read.value).startswith("x.json: section: ")
+
+
+@pytest.mark.parametrize(("cls", "field", "value"), [
+    (cls, field, value) for cls in (TokenizerConfig, TrainConfig, RulConfig)
+    for field in NAMES[cls.__name__] for value in ("nope", "")])
+def test_a_name_no_field_takes_is_a_one_line_config_error_when_the_record_is_made(cls, field, value):
+    """A program's TrainConfig(schedule="cosine") was made, and failed only where the schedule was used."""
+    with pytest.raises(ConfigError) as made:
+        cls(**{field: value})
+    assert str(made.value) == (f"{SECTIONS[cls.__name__]}: unknown {field} {value!r}; valid: "
+                               f"{', '.join(NAMES[cls.__name__][field])}")
+    assert all(cls(**{field: name}) for name in NAMES[cls.__name__][field])  # every name it lists is taken
 
 
 @pytest.mark.parametrize(("critical", "degrading"), [(80, 80), (90, 80), (100, 0)])

@@ -14,8 +14,8 @@ from typing import Any
 
 from seq2seq.cli.common import path_flag
 from seq2seq.cli.translate import search_flags
-from seq2seq.config import DEVICES, RUL_SCHEDULES, RulConfig, SearchConfig, resolve_device
-from seq2seq.config_checks import from_dict
+from seq2seq.config import DEVICES, RulConfig, SearchConfig, resolve_device
+from seq2seq.config_checks import NAMES, from_dict
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.errors import ConfigError, DataError, FleetError
 from seq2seq.files import held_folder
@@ -74,7 +74,7 @@ def rul_config(args: argparse.Namespace) -> RulConfig:
         if not isinstance(section, dict):  # dict() would take a list of pairs, and fail on anything else
             raise ConfigError(f"{args.config}: section rul must be an object of rul fields")
         values = dict(section)
-        check_names(values, {"device": DEVICES, "schedule": RUL_SCHEDULES}, f"{args.config}: rul")
+        check_names(values, NAMES["RulConfig"], f"{args.config}: rul")
         from_dict(RulConfig, values, f"{args.config}: rul")  # the file as written: a flag may hide a fault in it
     flags = {}
     for flag, key in (("epochs", "epochs"), ("max_minutes", "max_minutes"), ("seed", "seed"), ("device", "device")):

@@ -15,6 +15,7 @@ from seq2seq.attention import ATTENTION_NAMES
 from seq2seq.checkpoint import count_parameters, with_search_defaults
 from seq2seq.cli.common import path_flag, read_corpus
 from seq2seq.config import DEVICES, ModelConfig, SearchConfig, TokenizerConfig, TrainConfig
+from seq2seq.config_checks import NAMES as CONFIG_NAMES
 from seq2seq.config_checks import from_dict
 from seq2seq.config_file import check_names, load_config_file
 from seq2seq.corpus import EMBEDDED_DATA, ParallelCorpus
@@ -28,7 +29,6 @@ from seq2seq.members import train_members
 from seq2seq.model import build_model
 from seq2seq.optimizer import SCHEDULES
 from seq2seq.runs import build_trainer, dev_overlap_warning
-from seq2seq.tokenizer import MODEL_TYPES
 from seq2seq.train import TrainResult
 
 SIZES_CHECKED = 8  # vocabulary size of the throw-away model that checks the sizes fit together
@@ -53,9 +53,8 @@ SECTION_TYPES = {"model": ModelConfig, "train": TrainConfig, "tokenizer": Tokeni
 CONFIG_SECTIONS = ("model", "train", "tokenizer", "search")  # of a config file; rul is seq2seq rul train's
 # Fields whose value is a name, with the names each takes: a config file's are checked as it is read (flags have
 # argparse choices), so an unknown one is named with its file and section.
-NAMES = {"model": {"attention": ATTENTION_NAMES},
-         "train": {"device": DEVICES, "schedule": SCHEDULES, "precision": PRECISIONS},
-         "tokenizer": {"model_type": MODEL_TYPES}}
+NAMES = {"model": {"attention": ATTENTION_NAMES}, "train": CONFIG_NAMES["TrainConfig"],
+         "tokenizer": CONFIG_NAMES["TokenizerConfig"]}
 
 
 def add_train_parser(commands: argparse._SubParsersAction) -> None:

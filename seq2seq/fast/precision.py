@@ -19,9 +19,10 @@ import os
 
 import torch
 
+from seq2seq.config_checks import NAMES
 from seq2seq.errors import ConfigError
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = NAMES["TrainConfig"]["precision"]
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
