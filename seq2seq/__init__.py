@@ -18,8 +18,8 @@ Start here::
 Layout: the translator core flat in this folder, in data-flow order (config, files, tables, tokenizer,
 corpus, data, attention, encoder, decoder, model, checkpoint, search, recommender, evaluate, and
 the training loop train with optimizer, averaging, report and distributed); ``fast/`` the faster equivalents
-of torch primitives and of a trained model (no import from the core but its errors and config names); ``catalog/`` the alert
-phrases and repair actions the corpus is made from; ``rul/`` the sensor side and
+of torch primitives and of a trained model (no import from the core but its errors and config names);
+``catalog/`` the alert phrases and repair actions the corpus is made from; ``rul/`` the sensor side and
 the engine monitor that joins it to the translator; ``serving/`` file jobs, JSON views, figures and
 default models, built on both; ``cli/`` the command line. Imports point that way only.
 
