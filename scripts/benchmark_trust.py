@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import re
 import statistics
 import subprocess
@@ -111,8 +110,7 @@ def similarity_table(recommender, memory, dev, lists) -> None:
 
 
 def per_piece_probability(recommendation) -> float:
-    best = recommendation.candidates[0]
-    return math.exp(best.log_prob / max(1, len(best.target_pieces)))
+    return recommendation.candidates[0].confidence
 
 
 def cross_fitted(judged: Recommender, answers: list, corpus, signals: tuple[str, ...], seed: int) -> list:

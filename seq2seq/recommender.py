@@ -54,6 +54,16 @@ class Candidate:
     attention: Tensor  # (len(target_pieces), len(source_pieces))
     log_prob: float  # log P(recommendation | alert)
 
+    @property
+    def log_prob_per_piece(self) -> float:
+        """log P / pieces: what the trust model reads of the model's own probability (``trust.FEATURES``)."""
+        return self.log_prob / max(1, len(self.target_pieces))
+
+    @property
+    def confidence(self) -> float:
+        """The per-piece probability exp(log P / pieces), the geometric mean of the output pieces' probabilities."""
+        return math.exp(self.log_prob_per_piece)
+
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -206,7 +216,7 @@ class Recommender:
             # Without past cases nothing tells an unfamiliar alert from a known one: "kitchen sink drain blocked" gets
             # as high a probability as a good answer, so no answer is called confident. The trust still ranks them.
             for r, c in zip(answered, best, strict=True):
-                yield replace(r, trust=math.exp(c.log_prob / max(1, len(c.target_pieces))), verdict="uncertain")
+                yield replace(r, trust=c.confidence, verdict="uncertain")
             return
         cases, signals = self.signals(answered, similar, read)
         trust = self.trust_model.trust(signals)
@@ -230,9 +240,9 @@ class Recommender:
         nearest = [found[:TRUST_NEIGHBOURS] for found in cases]
         agreement, consensus = self.memory.agreement_and_consensus([c.text for c in best], nearest)
         return [found[:k] for found in cases], features(
-            [c.log_prob for c in best], [len(c.target_pieces) for c in best], [found[0].similarity for found in cases],
-            agreement, [found[1].similarity if len(found) > 1 else 0.0 for found in cases],
-            consensus, self.memory.long_answer(alerts, vectors))
+            [c.log_prob_per_piece for c in best], [found[0].similarity for found in cases], agreement,
+            [found[1].similarity if len(found) > 1 else 0.0 for found in cases], consensus,
+            self.memory.long_answer(alerts, vectors))
 
     def translate(self, alerts: list[str], config: SearchConfig | None = None, batch_size: int = 64) -> list[str]:
         """Best recommendation text per alert ("" for an empty alert); no trust or past cases are looked up."""

@@ -137,10 +137,9 @@ def scope_score(nearest_similarity, known_words, penalty: float):
     return nearest_similarity - penalty * (known_words < UNFAMILIAR_BELOW)
 
 
-def features(log_probs: list[float], pieces: list[int], nearest: list[float], agreement: list[float],
-             second: list[float], consensus: list[float], long_answer: list[float]) -> np.ndarray:
-    """The FEATURES of each answer, (B, len(FEATURES))."""
-    per_piece = [lp / max(1, n) for lp, n in zip(log_probs, pieces, strict=True)]
+def features(per_piece: list[float], nearest: list[float], agreement: list[float], second: list[float],
+             consensus: list[float], long_answer: list[float]) -> np.ndarray:
+    """The FEATURES of each answer, (B, len(FEATURES)); ``per_piece``: ``Candidate.log_prob_per_piece``."""
     columns = [per_piece, nearest, agreement, second, consensus, long_answer]
     return np.array(columns, dtype=np.float64).T.reshape(len(per_piece), len(FEATURES))
 

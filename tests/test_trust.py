@@ -423,7 +423,7 @@ def test_memory_round_trips_through_its_state(memory):
 @settings(max_examples=60, deadline=None)
 def test_the_scope_threshold_flags_at_most_the_stated_share_of_the_split_it_was_fitted_on(nearest, rate):
     n = len(nearest)
-    signals = features([-0.5] * n, [4] * n, nearest, [0.5] * n, nearest, [0.5] * n, [0.0] * n)
+    signals = features([-0.125] * n, nearest, [0.5] * n, nearest, [0.5] * n, [0.0] * n)
     model = fit_trust(signals, [float(i % 100) for i in range(n)], rate)
     flagged = sum(model.verdict(0.9, s) == "out-of-scope" for s in nearest)
     assert flagged <= rate * n + 1e-9
@@ -436,7 +436,7 @@ def test_the_scope_threshold_flags_at_most_the_stated_share_of_the_split_it_was_
 def test_unfamiliar_alerts_are_held_to_a_stricter_threshold_and_the_split_still_flags_its_share(alerts, rate):
     nearest, known = [s for s, _ in alerts], [k for _, k in alerts]
     n = len(nearest)
-    signals = features([-0.5] * n, [4] * n, nearest, [0.5] * n, nearest, [0.5] * n, [0.0] * n)
+    signals = features([-0.125] * n, nearest, [0.5] * n, nearest, [0.5] * n, [0.0] * n)
     model = fit_trust(signals, [float(i % 100) for i in range(n)], rate, known_words=known)
     scores = [s - (model.unfamiliar_penalty if k < UNFAMILIAR_BELOW else 0.0) for s, k in alerts]
     flagged = sum(model.verdict(0.9, s, k) == "out-of-scope" for s, k in alerts)
@@ -448,7 +448,7 @@ def test_unfamiliar_alerts_are_held_to_a_stricter_threshold_and_the_split_still_
 
 def test_an_alert_of_mostly_new_words_is_out_of_scope_where_a_familiar_one_is_not():
     nearest = np.linspace(0.0, 1.0, 201)
-    signals = features([-0.5] * 201, [4] * 201, nearest.tolist(), [0.5] * 201, nearest.tolist(), [0.5] * 201,
+    signals = features([-0.125] * 201, nearest.tolist(), [0.5] * 201, nearest.tolist(), [0.5] * 201,
                        [0.0] * 201)
     model = fit_trust(signals, [float(i % 100) for i in range(201)], 0.01, known_words=[1.0] * 201)
     assert model.scope_threshold == pytest.approx(0.01) and model.unfamiliar_penalty == pytest.approx(0.04)

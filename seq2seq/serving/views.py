@@ -35,8 +35,8 @@ def recommendation_json(recommendation: Recommendation) -> dict[str, Any]:
         "alert": recommendation.alert, "source_pieces": recommendation.source_pieces,
         "warning": recommendation.warning, "trust": recommendation.trust, "verdict": recommendation.verdict,
         "similar": similar_json(recommendation),
-        "recommendations": [candidate_json(recommendation.source_pieces, c, lp, top, mass, recommendation.alert)
-                            for c, lp in zip(recommendation.candidates, log_probs, strict=True)],
+        "recommendations": [candidate_json(recommendation.source_pieces, c, top, mass, recommendation.alert)
+                            for c in recommendation.candidates],
     }
 
 
@@ -54,7 +54,7 @@ def translation_json(recommendation: Recommendation) -> dict[str, Any]:
             "alternatives": [{"text": c.text, "score": c.score} for c in r.candidates[1:]]}
 
 
-def candidate_json(source_pieces: list[str], c: Candidate, log_prob: float, top: float, mass: float,
+def candidate_json(source_pieces: list[str], c: Candidate, top: float, mass: float,
                    alert: str | None = None) -> dict[str, Any]:
     """One candidate with its piece-level and word-level attention (target x source, rows summing to 1); the
     alert's words as typed when ``alert`` is given."""
@@ -62,7 +62,7 @@ def candidate_json(source_pieces: list[str], c: Candidate, log_prob: float, top:
     source_words, target_words, words = word_attention(source_pieces, c.target_pieces, pieces, alert)
     return {
         "text": c.text, "score": c.score, "target_pieces": c.target_pieces,
-        "confidence": math.exp(log_prob / max(1, len(c.target_pieces))), "share": math.exp(log_prob - top) / mass,
+        "confidence": c.confidence, "share": math.exp(c.log_prob - top) / mass,
         "attention": np.round(pieces, 5).tolist(),  # (target pieces, source pieces)
         "source_words": source_words, "target_words": target_words,
         "word_attention": np.round(words, 5).tolist(),  # (target words, source words)
