@@ -48,11 +48,10 @@ from seq2seq.cli.common import whole_number
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import read_parallel
 from seq2seq.data import source_batch
-from seq2seq.evaluate import COVERAGES, fit_case_memory, score_corpus, selective_scores, sentence_chrf
+from seq2seq.evaluate import COVERAGES, as_reference, fit_case_memory, score_corpus, selective_scores, sentence_chrf
 from seq2seq.memory import CaseMemory
 from seq2seq.recommender import Recommender
 from seq2seq.serving.batch import translate_file
-from seq2seq.tokenizer import normalize
 from seq2seq.trust import CASE_FEATURES, FEATURES, FIRST_FEATURES, FLAG_RATE, fit_trust, memory_state
 
 FOLDS, SEEDS = 5, 5  # cross-fitting of trust on dev
@@ -155,7 +154,7 @@ def selective_table(judged: Recommender, splits: dict) -> None:
         texts, targets = [r.text for r in answers], [e.target for e in corpus.examples]
         sentence_bleu = BLEU(effective_order=True)
         for label, score in (("oracle: sentence chrF", sentence_chrf(texts, targets)),
-                             ("oracle: sentence BLEU", [sentence_bleu.sentence_score(h, [normalize(r)]).score
+                             ("oracle: sentence BLEU", [sentence_bleu.sentence_score(h, [as_reference(r)]).score
                                                         for h, r in zip(texts, targets, strict=True)])):
             rows = selective_scores([replace(r, trust=s) for r, s in zip(answers, score, strict=True)], corpus)
             print(f"| {name} | {label} | " + " | ".join(f"{r['bleu']:.2f} / {r['chrf']:.1f}" for r in rows) + " |")

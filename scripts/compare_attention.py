@@ -34,9 +34,8 @@ from seq2seq.cli.translate import MAX_BATCH_SIZE
 from seq2seq.config import SearchConfig
 from seq2seq.corpus import ParallelCorpus, read_parallel
 from seq2seq.errors import Seq2SeqError
-from seq2seq.evaluate import Scores, evaluate_corpus, metrics
+from seq2seq.evaluate import Scores, as_reference, evaluate_corpus, metrics
 from seq2seq.recommender import Recommender
-from seq2seq.tokenizer import normalize
 
 TESTED = ("bleu", "chrf")  # metrics given the paired test; TER is reported as seq2seq evaluate does
 N_SAMPLES = 1000
@@ -62,7 +61,7 @@ def evaluate_models(paths: list[str], corpus: ParallelCorpus, config: SearchConf
 
 def paired_bootstrap(systems: list[System], corpus: ParallelCorpus) -> tuple[dict[str, str], dict[str, list[Result]]]:
     """Signatures and per-metric results (one per system, baseline first) of the paired bootstrap test."""
-    references = [normalize(example.target) for example in corpus.examples]  # as evaluate.score_corpus does
+    references = [as_reference(example.target) for example in corpus.examples]
     tested = {name: metric for name, metric in metrics().items() if name in TESTED}
     test = PairedTest([(system.model, system.hypotheses) for system in systems], tested, [references],
                       test_type="bs", n_samples=N_SAMPLES)

@@ -39,6 +39,12 @@ def metrics() -> dict[str, BLEU | CHRF | TER]:
     return {"bleu": BLEU(), "chrf": CHRF(), "ter": TER()}
 
 
+def as_reference(text: str) -> str:
+    """A reference as every score reads it: normalised like the model's input (``tokenizer.normalize``), so that a
+    history's stray spaces or NFKC variants cost no points the model could not have earned."""
+    return normalize(text)
+
+
 def score_corpus(hypotheses: list[str], references: list[str]) -> Scores:
     """Corpus-level scores of hypotheses against one reference each (normalised like the model's input). Lists of
     different lengths, or none, are a ValueError: sacrebleu scored two hypotheses against one reference as BLEU 0
@@ -46,7 +52,7 @@ def score_corpus(hypotheses: list[str], references: list[str]) -> Scores:
     if len(hypotheses) != len(references) or not hypotheses:
         raise ValueError(f"scoring needs one reference per hypothesis, and at least one: got {len(hypotheses)} "
                          f"hypotheses and {len(references)} references")
-    references = [normalize(ref) for ref in references]
+    references = [as_reference(ref) for ref in references]
     scores, signatures = {}, {}
     for name, metric in metrics().items():
         scores[name] = metric.corpus_score(hypotheses, [references]).score
@@ -132,4 +138,4 @@ def fit_trust_on(recommender: Recommender, memory: CaseMemory, dev: ParallelCorp
 def sentence_chrf(hypotheses: list[str], references: list[str]) -> list[float]:
     """Sentence-level chrF of each hypothesis against its reference (normalised like the model's input)."""
     chrf = CHRF()
-    return [chrf.sentence_score(h, [normalize(r)]).score for h, r in zip(hypotheses, references, strict=True)]
+    return [chrf.sentence_score(h, [as_reference(r)]).score for h, r in zip(hypotheses, references, strict=True)]
