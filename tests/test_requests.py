@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from seq2seq.serving.requests import alert_lines, unit_number, whole_number
+from seq2seq.serving.requests import alert_lines, unit_number, whole_or_none
 
 
 @pytest.mark.parametrize("text, alerts", [
@@ -50,7 +50,7 @@ def test_alerts_no_keyboard_types_are_refused_in_one_line_naming_the_alert(text,
     ([3], None), (None, None),
 ])
 def test_a_whole_number_is_never_rounded_from_a_fraction(value, number):
-    assert whole_number(value) == number
+    assert whole_or_none(value) == number
 
 
 def test_an_engine_unit_with_a_fraction_is_refused_not_truncated():

@@ -45,7 +45,7 @@ from seq2seq.serving.requests import (
     unit_number,
     uploaded,
     user_errors,
-    whole_number,
+    whole_or_none,
 )
 from seq2seq.serving.shown import ShownRecommendations
 from seq2seq.trust import as_shown
@@ -136,8 +136,8 @@ class Handlers:
                warn: Callable[[str], Any] = gr.Warning) -> SearchConfig:
         """The translator's search defaults with the beam size and n-best asked for (None: its default beam, and one
         answer); 0 is refused as any other number outside the ranges is, not taken for the default."""
-        beam = whole_number(recommender.search.beam_size if beam_size is None else beam_size)
-        n = whole_number(1 if n_best is None else n_best)
+        beam = whole_or_none(recommender.search.beam_size if beam_size is None else beam_size)
+        n = whole_or_none(1 if n_best is None else n_best)
         if beam is None or n is None:
             raise refusal(f"Beam size and n-best must be whole numbers (got {beam_size!r} and {n_best!r}).")
         if not (1 <= beam <= MAX_BEAM and 1 <= n <= MAX_N_BEST):

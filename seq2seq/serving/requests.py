@@ -93,7 +93,7 @@ def uploaded(payload: Any, what: str) -> str | None:
                   f"{str(payload)[:40]!r}.")
 
 
-def whole_number(value: Any) -> int | None:
+def whole_or_none(value: Any) -> int | None:
     """A whole number as a slider or dropdown sends it (an int, a float such as 3.0, or its text), None for
     none; a fraction (2.7), a bool or anything else is None too, for the caller to refuse in its own words:
     rounding a beam of 2.7 down to 2 would answer a question nobody asked."""
@@ -110,7 +110,7 @@ def unit_number(value: Any) -> int | None:
     """An engine unit as a dropdown sends it (a number, or its text), None for none; anything else is refused."""
     if value is None or value == "":
         return None
-    unit = whole_number(value)
+    unit = whole_or_none(value)
     if unit is None:
         raise refusal(f"An engine unit must be a whole number (got {type(value).__name__} {str(value)[:40]!r}).")
     return unit
