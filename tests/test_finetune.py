@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
-from support import TINY_PAIRS, assert_one_line_error, file_states, run_cli, trained, trained_rul, tsv
+from support import TINY_PAIRS, assert_one_line_error, file_states, run_cli, trained, trained_rul, training_threads, tsv
 
 from seq2seq.checkpoint import read_checkpoint, save_atomic
 from seq2seq.config import TrainConfig
@@ -278,6 +282,41 @@ def test_a_finished_fine_tuning_resumed_as_it_was_blends_and_reports_nothing_aga
     assert (output_dir / "metrics.jsonl").read_bytes() == metrics and "blend" not in again.stderr
     resumed = read_checkpoint(output_dir / "best.pt")["weights"]
     assert all(torch.equal(resumed[k], best[k]) for k in best)
+
+
+def test_a_fine_tuning_stopped_by_sigterm_resumes_to_the_run_it_would_have_been(run, corrections, tmp_path):
+    """Stopped after its first validation (as timeout or a scheduler stops it) and resumed with the same flags, a
+    fine-tuning run ends as the run never stopped does: the same metrics, blends and best.pt, bit for bit."""
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    metrics = stopped / "metrics.jsonl"
+
+    def terminate_after_a_validation() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (metrics.is_file() and metrics.read_text(encoding="utf-8")):
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    with training_threads():
+        assert fine_tune(run, corrections, whole, "--epochs", "3").status == 0
+        killer = threading.Thread(target=terminate_after_a_validation)
+        harmless = signal.signal(signal.SIGTERM, lambda number, frame: None)  # a late signal must not end pytest
+        try:
+            killer.start()
+            first = fine_tune(run, corrections, stopped, "--epochs", "3")
+            killer.join()
+        finally:
+            signal.signal(signal.SIGTERM, harmless)
+        assert (first.status, first.error_lines[-1]) == (143, "seq2seq: terminated; continue with --resume")
+        resumed = fine_tune(run, corrections, stopped, "--epochs", "3", "--resume")
+    assert resumed.status == 0, resumed.stderr
+    records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines()]
+    assert [r.get("blend") for r in records] == [None] * 3 + list(BLENDS)  # each epoch and blend once
+    expected = [json.loads(line) for line in (whole / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    drop = ("target_tokens_per_s", "train_seconds")  # how fast, not what
+    assert [{k: v for k, v in r.items() if k not in drop} for r in records] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in expected]
+    best, alone = read_checkpoint(stopped / "best.pt")["weights"], read_checkpoint(whole / "best.pt")["weights"]
+    assert all(torch.equal(best[k], alone[k]) for k in alone)
 
 
 def test_no_replay_without_init_from_is_a_one_line_error(run, tmp_path):
