@@ -21,10 +21,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import httpx
 import pytest
+import torch
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from support import DRIFT_UNIT, MAX_SOURCE_LENGTH, UI_ALERTS, launch, trained, trained_rul
@@ -660,6 +662,24 @@ def test_a_folder_where_a_default_model_goes_is_refused_before_any_training(tmp_
     with pytest.raises(DataError, match=f"{name}: is not a file; remove it, or pass the model to use"):
         build(tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == [name]
+
+
+def test_building_a_default_model_leaves_the_app_s_random_state_as_it_was(tmp_path, monkeypatch):
+    """Training seeds torch's global generator; the app's process builds its missing models before it serves."""
+    from seq2seq.serving import defaults
+
+    def trained_somehow(run_dir: Path) -> None:
+        torch.manual_seed(7)  # as build_trainer and train_on_engines do
+        run_dir.mkdir(parents=True)
+        (run_dir / "best.pt").write_bytes(b"a model")
+
+    monkeypatch.setattr(defaults, "build_trainer", lambda *args, **kwargs: SimpleNamespace(
+        fit=lambda: trained_somehow(args[2])))
+    monkeypatch.setattr(defaults, "train_on_engines", lambda engines, config, run_dir, log: trained_somehow(run_dir))
+    torch.manual_seed(1234)
+    before = torch.get_rng_state()
+    assert default_translator(tmp_path).read_bytes() == default_rul_model(tmp_path).read_bytes() == b"a model"
+    assert torch.equal(torch.get_rng_state(), before)
 
 
 def test_a_translator_given_twice_is_refused_under_any_spelling(tiny, monkeypatch):

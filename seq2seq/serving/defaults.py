@@ -11,10 +11,13 @@ by Ctrl-C goes on from its last.pt at the next call; the RUL model's, under a mi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 from pathlib import Path
+
+import torch
 
 from seq2seq.config import ModelConfig, RulConfig, TokenizerConfig, TrainConfig
 from seq2seq.corpus import EMBEDDED_DATA, read_parallel
@@ -38,6 +41,12 @@ BUNDLED_ENGINES, BUNDLED_SEED = 20, 7  # synthetic engines cut at random points 
 
 def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def own_random_state() -> contextlib.AbstractContextManager:
+    """Training seeds torch's global generator, as a training process may; building a default model inside the
+    app's process leaves the app's as it was (the CPU's: the defaults train on the CPU)."""
+    return torch.random.fork_rng(devices=[])
 
 
 def _install(run_dir: Path, target: Path) -> None:
@@ -67,15 +76,16 @@ def default_translator(folder: Path = DEFAULT_DIR) -> Path:
         configs = (ModelConfig(), TrainConfig(epochs=TRANSLATOR_EPOCHS, learning_rate=TRANSLATOR_LEARNING_RATE,
                                                 max_minutes=TRANSLATOR_MINUTES, device="cpu"),
                    TokenizerConfig())
-        trainer = None
-        if (run_dir / "last.pt").is_file():  # a build stopped by Ctrl-C goes on to its epochs
-            try:
-                trainer = build_trainer(*data, run_dir, *configs, resume=True, log=_log)
-            except Seq2SeqError as err:  # a run of another version's defaults, or a damaged file
-                _log(f"{run_dir} cannot be resumed ({err}): training from the start")
-        if trainer is None:
-            trainer = build_trainer(*data, run_dir, *configs, overwrite=True, log=_log)
-        trainer.fit()
+        with own_random_state():
+            trainer = None
+            if (run_dir / "last.pt").is_file():  # a build stopped by Ctrl-C goes on to its epochs
+                try:
+                    trainer = build_trainer(*data, run_dir, *configs, resume=True, log=_log)
+                except Seq2SeqError as err:  # a run of another version's defaults, or a damaged file
+                    _log(f"{run_dir} cannot be resumed ({err}): training from the start")
+            if trainer is None:
+                trainer = build_trainer(*data, run_dir, *configs, overwrite=True, log=_log)
+            trainer.fit()
         _install(run_dir, target)
     return target
 
@@ -88,7 +98,8 @@ def default_rul_model(folder: Path = DEFAULT_DIR) -> Path:
              "minutes)")
         config = RulConfig(epochs=RUL_EPOCHS, max_minutes=RUL_MINUTES, device="cpu")
         run_dir = folder / "rul-run"
-        train_on_engines(synthetic_engines(100, seed=config.seed), config, run_dir, _log)
+        with own_random_state():
+            train_on_engines(synthetic_engines(100, seed=config.seed), config, run_dir, _log)
         _install(run_dir, target)
     return target
 
