@@ -24,7 +24,10 @@ Each family's step order is written once, in its ``step_output``. The previous t
 enters a step only through a *token path*: ``rnn_step`` (the GRU stack, fed [token; x]) and, for
 Bahdanau, ``deep_output``. The decoder is its own token path, on embedded tokens; the folded
 decoder of ``seq2seq.fast.folding`` is another, on token ids, that looks the token's share of
-those products up in precomputed tables. Both run the same ``step_output``.
+those products up in precomputed tables. Both run the same ``step_output``. One shortcut stands beside it: Luong
+without input feeding, trained teacher-forced, has steps that do not depend on each other's attention, so
+``LuongDecoder.forward`` runs the GRU over the whole target at once and attends for all steps together; a test holds
+it equal to the step loop (tests/test_model.py, ``test_teacher_forced_forward_equals_the_loop_over_steps``).
 """
 
 from __future__ import annotations
