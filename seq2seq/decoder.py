@@ -111,9 +111,10 @@ class Decoder(nn.Module):
 
     token_in_readout = False  # whether ``readout`` reads the embedded previous token (Bahdanau's deep output)
 
-    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, memory_size: int,
-                 num_layers: int, dropout: float, attention: Attention, rnn_input_size: int,
-                 readout_size: int, tie_embeddings: bool, copy: bool) -> None:
+    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int, dropout: float,
+                 attention: Attention, rnn_input_size: int, readout_size: int, tie_embeddings: bool,
+                 copy: bool) -> None:
+        """``rnn_input_size`` and ``readout_size``: what the subclass's step order feeds the GRU and the readout."""
         super().__init__()
         self.attention = attention
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=PAD_ID)
@@ -207,7 +208,7 @@ class BahdanauDecoder(Decoder):
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, memory_size: int,
                  num_layers: int, dropout: float, attention: Attention, tie_embeddings: bool, copy: bool) -> None:
-        super().__init__(vocab_size, embed_size, hidden_size, memory_size, num_layers, dropout, attention,
+        super().__init__(vocab_size, embed_size, hidden_size, num_layers, dropout, attention,
                          rnn_input_size=embed_size + memory_size,
                          readout_size=hidden_size + memory_size + embed_size, tie_embeddings=tie_embeddings,
                          copy=copy)
@@ -227,7 +228,7 @@ class LuongDecoder(Decoder):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, memory_size: int,
                  num_layers: int, dropout: float, attention: Attention, tie_embeddings: bool, copy: bool,
                  input_feeding: bool) -> None:
-        super().__init__(vocab_size, embed_size, hidden_size, memory_size, num_layers, dropout, attention,
+        super().__init__(vocab_size, embed_size, hidden_size, num_layers, dropout, attention,
                          rnn_input_size=embed_size + (hidden_size if input_feeding else 0),
                          readout_size=memory_size + hidden_size, tie_embeddings=tie_embeddings, copy=copy)
         self.input_feeding = input_feeding
