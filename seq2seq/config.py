@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from seq2seq.config_checks import DEVICES, NAMES, check_ranges
+from seq2seq.config_checks import DEVICES, check_ranges
 from seq2seq.errors import ConfigError
 
 
@@ -134,8 +134,6 @@ class RulConfig:
         check_ranges(self)
 
 
-
-RUL_SCHEDULES = NAMES["RulConfig"]["schedule"]
 def resolve_device(name: str) -> torch.device:
     """auto -> CUDA when present, else CPU; cuda without a GPU is an error."""
     if name == "auto":
