@@ -86,10 +86,10 @@ class Selection:
                  f"it can learn), {learned:.0%} answered as taught; best.pt: the most of them learned with dev BLEU at "
                  f"least {self.state['bleu_floor']:.2f}")
 
-    def judge(self, step: int) -> Judgement:
-        """Validate the model's weights at ``step`` and record them as the best when they rank higher (writing
+    def judge(self, step: int, measured: tuple[Scores | None, list[str], float, float | None]) -> Judgement:
+        """The weights at ``step``, ``measured`` (``measure``), recorded as the best when they rank higher (writing
         best.pt is the caller's, once it has logged the validation)."""
-        scores, hypotheses, bleu, learned = self.measure()
+        scores, hypotheses, bleu, learned = measured
         return Judgement(scores, hypotheses, bleu, learned, self.becomes_best(bleu, learned, step))
 
     def keep_for_averaging(self, bleu: float, learned: float | None, step: int) -> None:

@@ -228,16 +228,21 @@ class Trainer:
         Under torchrun rank 0 translates the dev set and sends its BLEU to the others, which wait.
         """
         state, step = self.state, self.state["step"]
-        judged = self.selection.judge(step)
-        state["bad_validations"] = 0 if judged.improved else state["bad_validations"] + 1
-        self.update.validated(judged.bleu)
+        measured = self.selection.measure()  # the dev translation: a Ctrl-C here leaves the run as before it
         rate = self.tokens_per_second()
-        if judged.scores is not None:
-            self.report.validation({**state, **self.selection.state}, judged.scores,
-                                   judged.hypotheses[0] if judged.hypotheses else "", self.update.learning_rate,
-                                   rate, judged.learned)
-            if judged.improved:
-                self.save("best.pt")
-            self.selection.keep_for_averaging(judged.bleu, judged.learned, step)
-            self.save("last.pt")
+        # What the validation decides and writes is kept whole: a Ctrl-C or SIGTERM between its verdict and its
+        # files saved a last.pt that counted the weights as best.pt while best.pt was never written, and the
+        # resumed run ended without one (a test's SIGTERM found it). Signals take effect once last.pt is saved.
+        with signals_held():
+            judged = self.selection.judge(step, measured)
+            state["bad_validations"] = 0 if judged.improved else state["bad_validations"] + 1
+            self.update.validated(judged.bleu)
+            if judged.scores is not None:
+                self.report.validation({**state, **self.selection.state}, judged.scores,
+                                       judged.hypotheses[0] if judged.hypotheses else "", self.update.learning_rate,
+                                       rate, judged.learned)
+                if judged.improved:
+                    self.save("best.pt")
+                self.selection.keep_for_averaging(judged.bleu, judged.learned, step)
+                self.save("last.pt")
         return "early stopping" if state["bad_validations"] >= self.config.patience else ""
