@@ -9,10 +9,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import threading
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -28,7 +25,7 @@ from seq2seq.data import source_batch
 from seq2seq.errors import ConfigError, whole
 from seq2seq.fast.folding import fold_embeddings
 from seq2seq.fast.quantize import quantize_int8
-from seq2seq.fast.threads import MAX_WORKERS
+from seq2seq.fast.threads import MAX_WORKERS, decoded_in_turns
 from seq2seq.memory import Case, CaseMemory, itself_first
 from seq2seq.model import Seq2Seq
 from seq2seq.reading import Source, read_alert
@@ -168,8 +165,8 @@ class Recommender:
     def _answer(self, alerts: list[str], config: SearchConfig | None, batch_size: int,
                 similar: int | None = None) -> list[Recommendation]:
         """Decoded recommendations in input order (no candidates for an unanswered alert), judged with
-        ``similar`` past cases unless None, by the workers between their batches (``_decode_batches``): a file
-        job's look-up then runs beside the decoding, not after it."""
+        ``similar`` past cases unless None, by the workers between their batches (``fast.threads.decoded_in_turns``):
+        a file job's look-up then runs beside the decoding, not after it."""
         # range(0, n, -3) is empty: every alert would come back unanswered, without a word
         batch_size = whole("batch size", batch_size, 1, MAX_BATCH)
         if config is not None and not isinstance(config, SearchConfig):  # a dict failed deep in the search
@@ -194,7 +191,8 @@ class Recommender:
             return [next(judged) if r.candidates else r for r in answers]
 
         sources = [[encoded[i].ids for i in batch] for batch in batches]
-        for chunk, answers in self._decode_batches(batches, sources, together, config, finish):
+        for chunk, answers in decoded_in_turns(batches, sources, partial(self._search, config=config), finish,
+                                               self.workers, together):
             for i, answer in zip(chunk, answers, strict=True):
                 results[i] = answer
         return [result or self._unanswered(alert, encoded[i], judged=similar is not None)
@@ -247,51 +245,6 @@ class Recommender:
     def translate(self, alerts: list[str], config: SearchConfig | None = None, batch_size: int = 64) -> list[str]:
         """Best recommendation text per alert ("" for an empty alert); no trust or past cases are looked up."""
         return once_each(alerts, lambda distinct: [r.text for r in self._answer(distinct, config, batch_size)])
-
-    def _decode_batches(self, batches: list[list[int]], sources: list[list[list[int]]], together: int,
-                        config: SearchConfig,
-                        finish: Callable[[list[int], list[list[Hypothesis]]], list[Recommendation]],
-                        ) -> list[tuple[list[int], list[Recommendation]]]:
-        """(alerts, ``finish(alerts, their hypotheses)``) for the ``batches`` (the alerts' places) in some order,
-        their ``sources`` decoded by ``workers`` threads, finished ``together`` batches at a time.
-
-        A worker takes the next batch whenever it is free, and whoever decodes the ``together``-th waiting batch
-        finishes those waiting, as does whoever decodes one when fewer batches are left to take than there are
-        workers: the last look-ups are small, and run while the others decode. (A split fixed beforehand left one
-        worker the longer batches, and the last look-up alone: docs/trust.md, "Judging as workers free".)"""
-        # Longest first (the batches come sorted by length): the last to be decoded are the quickest, so that the
-        # workers finish together, and their look-ups are the smallest.
-        untaken, waiting, done = deque(reversed(list(zip(batches, sources, strict=True)))), [], []
-        lock = threading.Lock()
-
-        def work() -> None:
-            while True:
-                with lock:
-                    if not untaken:
-                        return
-                    batch, source = untaken.popleft()
-                hypotheses = self._search(source, config)
-                with lock:
-                    waiting.append((batch, hypotheses))
-                    if len(waiting) < together and len(untaken) >= self.workers:
-                        continue
-                    ready, waiting[:] = waiting[:], []
-                chunk = [i for places, _ in ready for i in places]
-                done.append((chunk, finish(chunk, [hyps for _, found in ready for hyps in found])))
-
-        if self.workers == 1 or len(batches) < 2:
-            work()
-            return done
-        with ThreadPoolExecutor(self.workers) as pool:
-            running = [pool.submit(work) for _ in range(self.workers)]
-            try:
-                wait(running, return_when=FIRST_EXCEPTION)
-            finally:  # a worker failed, or this thread was interrupted: the others stop after their batch
-                with lock:
-                    untaken.clear()
-            for worker in running:
-                worker.result()
-        return done
 
     @torch.inference_mode()
     def _search(self, id_lists: list[list[int]], config: SearchConfig) -> list[list[Hypothesis]]:

@@ -126,12 +126,12 @@ def test_a_failing_batch_fails_the_call_and_leaves_the_workers_ready_for_the_nex
 
 
 def test_an_alert_repeated_in_a_call_is_decoded_once_and_answered_wherever_it_stands(recommender, monkeypatch):
-    decoded, decode = [], recommender._decode_batches
+    decoded, decode = [], recommender_module.decoded_in_turns
 
-    def counting(batches, sources, together, config, finish):  # the alerts (piece ids) decoded, batch by batch
+    def counting(batches, sources, *rest):  # the alerts (piece ids) decoded, batch by batch
         decoded.extend(ids for batch in sources for ids in batch)
-        return decode(batches, sources, together, config, finish)
-    monkeypatch.setattr(recommender, "_decode_batches", counting)
+        return decode(batches, sources, *rest)
+    monkeypatch.setattr(recommender_module, "decoded_in_turns", counting)
     repeated = [alert for alert in ALERTS for _ in range(3)]
     got = recommender.recommend(repeated)
     assert len(decoded) == len(set(ALERTS))  # "pump vibration high" stands 6 times in ``repeated``
