@@ -21,13 +21,12 @@ from collections.abc import Sequence
 import sentencepiece as spm
 
 from seq2seq.config import TokenizerConfig
-from seq2seq.config_checks import NAMES, from_dict
+from seq2seq.config_checks import from_dict
 from seq2seq.errors import CheckpointError, ConfigError, DataError, checkpoint_fault
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # fixed at SentencePiece training
 EOS_PIECE = "</s>"
 WORD_START = "\u2581"  # SentencePiece marks a piece that starts a word with it
-MODEL_TYPES = NAMES["TokenizerConfig"]["model_type"]
 STATE_VERSION = 1
 ONE_CASE = 0.95  # share of a source vocabulary's letters in one case above which alerts are read in that case
 
@@ -78,8 +77,6 @@ def _train_model(sentences: list[str], config: TokenizerConfig, side: str) -> by
     sentences = [s for s in sentences if s]
     if not sentences:
         raise DataError(f"tokenizer: no non-empty {side} sentences to train on")
-    if config.model_type not in MODEL_TYPES:
-        raise ConfigError(f"tokenizer: unknown model_type {config.model_type!r}; valid: {', '.join(MODEL_TYPES)}")
     buffer = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(

@@ -27,7 +27,6 @@ from seq2seq.files import held_folder
 from seq2seq.finetune import Start
 from seq2seq.members import train_members
 from seq2seq.model import build_model
-from seq2seq.optimizer import SCHEDULES
 from seq2seq.runs import build_trainer, dev_overlap_warning
 from seq2seq.train import TrainResult
 
@@ -85,7 +84,7 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--batch-tokens", type=int)
     p.add_argument("--learning-rate", type=float)
-    p.add_argument("--schedule", choices=SCHEDULES)
+    p.add_argument("--schedule", choices=CONFIG_NAMES["TrainConfig"]["schedule"])
     p.add_argument("--label-smoothing", type=float)
     p.add_argument("--teacher-forcing", type=float, help="probability of feeding the gold token (1 = always)")
     p.add_argument("--patience", type=int, help="validations without improvement before stopping")

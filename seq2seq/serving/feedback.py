@@ -109,7 +109,7 @@ def training_pairs(records: list[Record], every_record: bool = False) -> Pairs:
     """One pair per alert, case and spacing aside: what the newest record about it says was done, in the order of
     those records. A model learns one answer for an alert, and what technicians say now is what is done now, as
     fine-tuning's replay also holds (docs/feedback.md); a retried post no longer counts twice. ``every_record``:
-    each record's pair, oldest first, as exports did before 2026-11-29."""
+    each record's pair, oldest first, as exports once did (docs/feedback.md)."""
     if every_record:
         pairs = [(one_line(r.feedback.alert), r.feedback.action) for r in records if r.feedback.action]
         return Pairs(pairs, no_action=len(records) - len(pairs))
